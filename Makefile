@@ -1,0 +1,60 @@
+# The front door. Every target's logic lives in Python; `make help` lists them.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+RAW ?= data/raw
+DATA ?= data/warehouse
+REGISTRY ?= data/exchanges.csv
+PORT ?= 8000
+ROWS ?= 1000000
+OUT ?= data/synth/$(ROWS)
+export FEES_DATA_DIR ?= $(DATA)
+export FEES_ACCOUNTS_FILE ?= data/demo-accounts.json
+
+.DEFAULT_GOAL := help
+.PHONY: help setup run serve test lint ingest sql synth sample bench bench-ingest clean
+
+help: ## List the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-13s %s\n", $$1, $$2}'
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e ".[dev]"
+	touch $@
+
+setup: $(VENV)/.installed ## Create .venv and install the pinned dependencies
+
+run: setup ## Ingest the embedded data if nothing is published, then serve on 127.0.0.1:$(PORT)
+	@test -e $(DATA)/current || $(PY) -m ingest --raw $(RAW) --data $(DATA) --registry $(REGISTRY)
+	$(PY) -m service serve --port $(PORT)
+
+test: setup ## Lint, type-check and run every test
+	$(PY) -m ruff check ingest service tests
+	$(PY) -m mypy
+	$(PY) -m pytest
+
+lint: setup ## Lint and type-check only
+	$(PY) -m ruff check ingest service tests
+	$(PY) -m mypy
+
+ingest: setup ## Validate $(RAW) and publish a new version of $(DATA) (if anything changed)
+	$(PY) -m ingest --raw $(RAW) --data $(DATA) --registry $(REGISTRY) $(if $(STRICT),--strict)
+
+sql: setup ## Run Q="select ..." against the current version (view `fees`, `exchanges`)
+	$(PY) -m ingest.query "$(Q)" --data $(DATA)
+
+synth: setup ## Write ROWS synthetic raw records to OUT (deterministic; not committed)
+	$(PY) -m ingest.synth --rows $(ROWS) --out $(OUT) --registry $(REGISTRY)
+
+sample: setup ## Regenerate the embedded dataset data/raw from data/facts
+	$(PY) -m ingest.sample
+
+bench-ingest: setup ## Ingest throughput vs a plain DuckDB COPY, and peak memory
+	$(PY) -m bench.ingest
+
+bench: setup ## HTTP benchmarks (wrk) at 100k, 1M and 10M records
+	$(PY) -m bench.http
+
+clean: ## Remove the venv, caches and generated data (not data/raw)
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache $(DATA) data/synth .bench

@@ -1,0 +1,32 @@
+"""Why an ingest can stop. Every one means: nothing was published, `current` is unchanged.
+
+IngestError
+ +-- MalformedFile        a raw file cannot be parsed at all (header, encoding, ragged row)
+ +-- InvalidRegistry      the venue registry itself is broken
+ +-- RowsRejected         --strict and at least one row broke a rule
+ +-- IngestLocked         another ingest holds the data directory's lock
+"""
+
+
+class IngestError(Exception):
+    """An ingest that stopped on purpose, with a message meant for the person running it."""
+
+
+class MalformedFile(IngestError):
+    def __init__(self, path: str, line: int | None, problem: str) -> None:
+        where = f"{path}, line {line}" if line is not None else path
+        super().__init__(f"malformed file {where}: {problem}")
+        self.path = path
+        self.line = line
+
+
+class InvalidRegistry(IngestError):
+    pass
+
+
+class RowsRejected(IngestError):
+    pass
+
+
+class IngestLocked(IngestError):
+    pass

@@ -1,0 +1,278 @@
+"""The whole ingest: raw CSVs in, one new published version (or nothing) out."""
+
+import hashlib
+import json
+import shutil
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from itertools import islice
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pyarrow as pa
+from tqdm import tqdm
+
+from ingest import publish, stage, write
+from ingest.errors import IngestError, MalformedFile, RowsRejected
+from ingest.rawfiles import (
+    check_header,
+    digest_and_newlines,
+    find_malformation,
+    find_raw_files,
+    is_regular,
+    record_lines,
+)
+from ingest.registry import Venue, load_registry
+from ingest.schema import SCHEMA_VERSION
+
+LINE_MAP_BATCH = 100_000
+
+
+@dataclass(frozen=True)
+class RawFile:
+    path: Path
+    shown: str  # path relative to the raw directory, as reported and stored
+    sha256: str
+    newlines: int
+
+
+@dataclass
+class IngestResult:
+    changed: bool
+    version_id: str
+    version_dir: Path
+    rows_read: int = 0
+    records: int = 0
+    rejected_rows: int = 0
+    problems: int = 0
+    duplicates: int = 0
+    pruned: list[str] = field(default_factory=list)
+    first_rejects: list[dict[str, Any]] = field(default_factory=list)
+
+
+def run_ingest(
+    raw_dir: Path,
+    data_dir: Path,
+    *,
+    registry: Path,
+    strict: bool = False,
+    keep: int = 3,
+    memory_limit: str = "1GB",
+    now: datetime | None = None,
+) -> IngestResult:
+    """Validate `raw_dir` and publish it as a new version of `data_dir`, unless unchanged."""
+    venues = load_registry(registry)
+    files = [_inspect(path, raw_dir) for path in find_raw_files(raw_dir)]
+    if not files:
+        raise IngestError(f"no *.csv files under {raw_dir}")
+    digest = _input_digest(registry, files)
+    with publish.ingest_lock(data_dir):
+        current = publish.current_version_dir(data_dir)
+        if current is not None and publish.read_manifest(current)["input_digest"] == digest:
+            return IngestResult(changed=False, version_id=current.name, version_dir=current)
+        created = now or datetime.now(UTC)
+        version_id = f"{created:%Y%m%dT%H%M%S%fZ}-{digest[:8]}"
+        work = publish.staging_dir(data_dir, version_id)
+        try:
+            result = _build(work, files, venues, current, strict, memory_limit, version_id, created)
+            result.manifest["input_digest"] = digest
+            publish.write_manifest(work / "version", result.manifest)
+            final = publish.publish(data_dir, work / "version", version_id)
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+        pruned = publish.prune(data_dir, keep=keep)
+    return IngestResult(
+        changed=True,
+        version_id=version_id,
+        version_dir=final,
+        rows_read=result.rows_read,
+        records=result.records,
+        rejected_rows=result.rejected_rows,
+        problems=result.problems,
+        duplicates=result.duplicates,
+        pruned=pruned,
+        first_rejects=result.first_rejects,
+    )
+
+
+@dataclass
+class _Built:
+    manifest: dict[str, Any]
+    rows_read: int
+    records: int
+    rejected_rows: int
+    problems: int
+    duplicates: int
+    first_rejects: list[dict[str, Any]]
+
+
+def _build(
+    work: Path,
+    files: list[RawFile],
+    venues: list[Venue],
+    current: Path | None,
+    strict: bool,
+    memory_limit: str,
+    version_id: str,
+    created: datetime,
+) -> _Built:
+    """Stage, check and write one version's files into `work/version`."""
+    version = work / "version"
+    version.mkdir()
+    con = duckdb.connect(str(work / "staging.duckdb"))
+    try:
+        _configure(con, work, memory_limit)
+        con.execute(stage.CREATE_VENUES, {"codes": [venue.code for venue in venues]})
+        con.execute(stage.CREATE_STAGING)
+        rows_read = _stage_files(con, files)
+        stage.check_rows(con)
+        rejects = {row[0]: (row[1], row[2]) for row in con.execute(stage.REJECT_COUNTS).fetchall()}
+        problems = sum(count for count, _ in rejects.values())
+        rejected_rows = sum(rows for _, rows in rejects.values())
+        first_rejects = _first_rejects(con)
+        if strict and problems:
+            raise RowsRejected(
+                f"--strict: {rejected_rows} row(s) rejected with {problems} problem(s); "
+                f"nothing published. First: {describe_reject(first_rejects[0])}"
+            )
+        con.execute(stage.copy_rejects(version / "rejects.csv"))
+        write.load_previous(con, current / "fees" if current else None)
+        records = write.write_fees(
+            con, version / "fees", version_id=version_id, ingested_at=created.isoformat()
+        )
+        if records == 0:
+            raise IngestError("no valid records in the raw files; nothing published")
+        venue_counts = write.count_by_venue(con, version / "fees")
+    finally:
+        con.close()
+    _write_registry(version / "exchanges.parquet", venues)
+    duplicates = rows_read - rejected_rows - records
+    manifest = {
+        "version_id": version_id,
+        "created_at": created.isoformat(),
+        "as_of": created.date().isoformat(),
+        "schema_version": SCHEMA_VERSION,
+        "files": [
+            {"path": raw.shown, "sha256": raw.sha256, "rejected_rows": rejects.get(n, (0, 0))[1]}
+            for n, raw in enumerate(files)
+        ],
+        "rows_read": rows_read,
+        "records": records,
+        "rejected_rows": rejected_rows,
+        "problems": problems,
+        "duplicates": duplicates,
+        "venues": venue_counts,
+    }
+    return _Built(manifest, rows_read, records, rejected_rows, problems, duplicates, first_rejects)
+
+
+def _configure(con: duckdb.DuckDBPyConnection, work: Path, memory_limit: str) -> None:
+    """Bound memory (spilling to `work`) so a 10M-row input fits a small machine."""
+    con.execute(f"SET memory_limit = {stage.sql_string(memory_limit)}")
+    con.execute(f"SET temp_directory = {stage.sql_string(str(work / 'spill'))}")
+    con.execute("SET enable_progress_bar = false")
+
+
+def _inspect(path: Path, raw_dir: Path) -> RawFile:
+    shown = path.relative_to(raw_dir).as_posix()
+    check_header(path, shown)
+    sha256, newlines = digest_and_newlines(path)
+    return RawFile(path, shown, sha256, newlines)
+
+
+def _input_digest(registry: Path, files: list[RawFile]) -> str:
+    """What a version is made from: the schema, the registry and every raw file's bytes."""
+    inputs = {
+        "schema_version": SCHEMA_VERSION,
+        "registry": hashlib.sha256(registry.read_bytes()).hexdigest(),
+        "files": [[raw.shown, raw.sha256] for raw in files],
+    }
+    return hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()
+
+
+def _stage_files(con: duckdb.DuckDBPyConnection, files: list[RawFile]) -> int:
+    """Append every file to `staged`; returns the number of rows read."""
+    first_row = 0
+    columns = stage.raw_column_types()
+    total_bytes = sum(raw.path.stat().st_size for raw in files)
+    with tqdm(total=total_bytes, unit="B", unit_scale=True, desc="staging", disable=None) as bar:
+        for number, raw in enumerate(files):
+            try:
+                con.execute(
+                    stage.STAGE_FILE,
+                    {"file_no": number, "path": str(raw.path), "columns": columns},
+                )
+            except duckdb.Error as error:
+                raise _malformed(raw, error) from None
+            (total,) = con.execute(stage.COUNT_STAGED).fetchall()[0]
+            records = total - first_row
+            con.execute(
+                stage.RECORD_FILE,
+                {"file_no": number, "path": raw.shown, "first_row": first_row, "records": records},
+            )
+            if not is_regular(raw.newlines, records):
+                _map_lines(con, number, record_lines(raw.path))
+            first_row = total
+            bar.update(raw.path.stat().st_size)
+    return first_row
+
+
+def _malformed(raw: RawFile, error: duckdb.Error) -> MalformedFile:
+    """DuckDB refused the file: name the exact line if a plain walk of the file finds it."""
+    found = find_malformation(raw.path, raw.shown)
+    if found is not None:
+        return found
+    return MalformedFile(raw.shown, None, str(error).splitlines()[0])
+
+
+def _map_lines(
+    con: duckdb.DuckDBPyConnection, file_no: int, lines: Iterable[tuple[int, int]]
+) -> None:
+    for batch in _batches(lines, LINE_MAP_BATCH):
+        ordinals, starts = zip(*batch, strict=True)
+        table = pa.table(
+            {
+                "file_no": pa.array([file_no] * len(batch), pa.int32()),
+                "ordinal": pa.array(ordinals, pa.int64()),
+                "line": pa.array(starts, pa.int64()),
+            }
+        )
+        con.register("line_batch", table)
+        con.execute("INSERT INTO line_map SELECT * FROM line_batch")
+        con.unregister("line_batch")
+
+
+def _batches(items: Iterable[tuple[int, int]], size: int) -> Iterator[list[tuple[int, int]]]:
+    iterator = iter(items)
+    while batch := list(islice(iterator, size)):
+        yield batch
+
+
+def _first_rejects(con: duckdb.DuckDBPyConnection, limit: int = 10) -> list[dict[str, Any]]:
+    cursor = con.execute(f"{stage.WRITE_REJECTS} LIMIT {int(limit)}")
+    names = [column[0] for column in cursor.description]
+    return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
+
+
+def describe_reject(reject: dict[str, Any]) -> str:
+    return (
+        f"{reject['file']}, line {reject['line']}, {reject['column']}"
+        f" = {reject['value']!r}: {reject['reason']}"
+    )
+
+
+def _write_registry(target: Path, venues: list[Venue]) -> None:
+    import pyarrow.parquet as pq
+
+    table = pa.table(
+        {
+            "code": [venue.code for venue in venues],
+            "display_name": [venue.display_name for venue in venues],
+            "aliases": [list(venue.aliases) for venue in venues],
+            "mic": [venue.mic for venue in venues],
+            "asset_classes": [list(venue.asset_classes) for venue in venues],
+        }
+    )
+    pq.write_table(table, target, compression="zstd")

@@ -1,0 +1,118 @@
+"""Versions on disk and the atomic switch of `current`.
+
+    <data dir>/
+        current -> versions/<version id>       (a symlink, replaced atomically)
+        versions/<version id>/
+            manifest.json  fees/exchange=<code>/*.parquet  exchanges.parquet  rejects.csv
+        versions/.staging-<version id>/         (being built; never read)
+        .ingest.lock
+
+A version is built under a staging name, flushed to disk, renamed into place, and only then
+does `current` move to it: a crash at any point leaves the previous version current, complete
+and readable. Stale staging directories of crashed runs are removed by the next ingest.
+"""
+
+import fcntl
+import json
+import os
+import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from ingest.errors import IngestLocked
+
+CURRENT = "current"
+VERSIONS = "versions"
+MANIFEST = "manifest.json"
+STAGING_PREFIX = ".staging-"
+
+
+def current_version_dir(data_dir: Path) -> Path | None:
+    link = data_dir / CURRENT
+    return link.resolve() if link.is_symlink() else None
+
+
+def read_manifest(version_dir: Path) -> dict[str, Any]:
+    with (version_dir / MANIFEST).open(encoding="utf-8") as handle:
+        manifest: dict[str, Any] = json.load(handle)
+    return manifest
+
+
+@contextmanager
+def ingest_lock(data_dir: Path) -> Iterator[None]:
+    """One ingest per data directory at a time; the lock dies with its process."""
+    data_dir.mkdir(parents=True, exist_ok=True)
+    with (data_dir / ".ingest.lock").open("a") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise IngestLocked(f"another ingest is running on {data_dir}") from None
+        yield
+
+
+def staging_dir(data_dir: Path, version_id: str) -> Path:
+    """A fresh directory to build a version in, after clearing what crashed runs left."""
+    versions = data_dir / VERSIONS
+    versions.mkdir(parents=True, exist_ok=True)
+    for stale in versions.glob(STAGING_PREFIX + "*"):
+        shutil.rmtree(stale)
+    path = versions / (STAGING_PREFIX + version_id)
+    path.mkdir()
+    return path
+
+
+def write_manifest(version_dir: Path, manifest: dict[str, Any]) -> None:
+    text = json.dumps(manifest, indent=2, sort_keys=True) + "\n"
+    (version_dir / MANIFEST).write_text(text, encoding="utf-8")
+
+
+def publish(data_dir: Path, staged: Path, version_id: str) -> Path:
+    """Make the staged version durable, then point `current` at it in one rename."""
+    _fsync_tree(staged)
+    final = data_dir / VERSIONS / version_id
+    os.rename(staged, final)
+    _fsync_dir(final.parent)
+    pointer = data_dir / f".{CURRENT}.{version_id}"
+    os.symlink(Path(VERSIONS) / version_id, pointer)
+    os.replace(pointer, data_dir / CURRENT)
+    _fsync_dir(data_dir)
+    return final
+
+
+def prune(data_dir: Path, *, keep: int) -> list[str]:
+    """Delete all but the newest `keep` versions; never the current one. Returns the deleted."""
+    current = current_version_dir(data_dir)
+    versions = sorted(
+        (path for path in (data_dir / VERSIONS).iterdir() if _is_version(path)),
+        key=lambda path: path.name,
+        reverse=True,
+    )
+    doomed = [path for path in versions[keep:] if path != current]
+    for path in doomed:
+        shutil.rmtree(path)
+    return [path.name for path in doomed]
+
+
+def _is_version(path: Path) -> bool:
+    return path.is_dir() and not path.name.startswith(".")
+
+
+def _fsync_tree(root: Path) -> None:
+    for directory, _, names in os.walk(root):
+        for name in names:
+            fd = os.open(os.path.join(directory, name), os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        _fsync_dir(Path(directory))
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -1,0 +1,49 @@
+"""`python -m ingest.query "select ..."`: run SQL against the current version and print a table.
+
+The views `fees` (every record, with `exchange` from the partition path) and `exchanges` (the
+venue registry of the same version) are ready, so analysts need not know the file layout.
+"""
+
+import argparse
+import sys
+from pathlib import Path
+
+import duckdb
+
+from ingest.publish import current_version_dir
+from ingest.stage import sql_string
+
+
+def open_version(version_dir: Path) -> duckdb.DuckDBPyConnection:
+    """An in-memory DuckDB connection with the `fees` and `exchanges` views of one version."""
+    con = duckdb.connect()
+    fees = sql_string(str(version_dir / "fees" / "**" / "*.parquet"))
+    registry = sql_string(str(version_dir / "exchanges.parquet"))
+    con.execute(
+        f"CREATE VIEW fees AS SELECT * FROM read_parquet({fees}, hive_partitioning = true, "
+        "hive_types = {'exchange': VARCHAR})"
+    )
+    con.execute(f"CREATE VIEW exchanges AS SELECT * FROM read_parquet({registry})")
+    return con
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m ingest.query", description=__doc__)
+    parser.add_argument("sql", help="the query to run")
+    parser.add_argument("--data", type=Path, default=Path("data/warehouse"))
+    parser.add_argument("--max-rows", type=int, default=1000)
+    args = parser.parse_args(argv)
+    version = current_version_dir(args.data)
+    if version is None:
+        print(f"no published version under {args.data}; run `make ingest` first", file=sys.stderr)
+        return 1
+    try:
+        open_version(version).sql(args.sql).show(max_rows=args.max_rows, max_width=200)
+    except duckdb.Error as error:
+        print(f"query failed: {error}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

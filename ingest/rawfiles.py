@@ -1,0 +1,95 @@
+"""Finding raw files and reading what DuckDB cannot tell us: headers, exact lines, malformations.
+
+DuckDB parses the bulk of every file; plain Python only looks at a file's first line, and walks
+a whole file only when that file has blank lines or quoted line breaks (so a record's ordinal is
+not its line) or when DuckDB has already refused it (to name the exact line at fault).
+"""
+
+import csv
+import hashlib
+from collections.abc import Iterator
+from pathlib import Path
+
+from ingest.errors import MalformedFile
+from ingest.schema import RAW_COLUMNS
+
+CHUNK = 1 << 22
+
+
+def find_raw_files(raw_dir: Path) -> list[Path]:
+    if not raw_dir.is_dir():
+        raise MalformedFile(str(raw_dir), None, "raw directory does not exist")
+    return sorted(path for path in raw_dir.rglob("*.csv") if path.is_file())
+
+
+def digest_and_newlines(path: Path) -> tuple[str, int]:
+    """sha256 of the file and its count of line-feed bytes, in one read."""
+    sha = hashlib.sha256()
+    newlines = 0
+    with path.open("rb") as handle:
+        while chunk := handle.read(CHUNK):
+            sha.update(chunk)
+            newlines += chunk.count(b"\n")
+    return sha.hexdigest(), newlines
+
+
+def check_header(path: Path, shown: str) -> None:
+    with path.open("rb") as handle:
+        first = handle.readline()  # only the header line: later bytes are DuckDB's to judge
+    if not first:
+        raise MalformedFile(shown, None, "file is empty (no header line)")
+    try:
+        header = next(csv.reader([first.decode("utf-8-sig")]))
+    except UnicodeDecodeError:
+        raise MalformedFile(shown, 1, "header is not UTF-8") from None
+    if [name.strip() for name in header] != list(RAW_COLUMNS):
+        raise MalformedFile(shown, 1, f"header must be exactly: {','.join(RAW_COLUMNS)}")
+
+
+def is_regular(newlines: int, records: int) -> bool:
+    """True when every record sits on its own line after the header (so line = ordinal + 1)."""
+    return newlines in (records, records + 1)
+
+
+def record_lines(path: Path) -> Iterator[tuple[int, int]]:
+    """(ordinal, first physical line) of each record; blank lines are skipped, as DuckDB does."""
+    with path.open(newline="", encoding="utf-8-sig") as handle:
+        reader = csv.reader(handle, strict=True)
+        previous_end = 0
+        ordinal = -1  # the header is ordinal 0 and is not yielded
+        for row in reader:
+            start, previous_end = previous_end + 1, reader.line_num
+            if not row:
+                continue
+            ordinal += 1
+            if ordinal:
+                yield ordinal, start
+
+
+def find_malformation(path: Path, shown: str) -> MalformedFile | None:
+    """The first structural fault of a file with its exact line, or None if Python finds none."""
+    try:
+        with path.open(newline="", encoding="utf-8-sig", errors="strict") as handle:
+            reader = csv.reader(handle, strict=True)
+            previous_end = 0
+            for row in reader:
+                start, previous_end = previous_end + 1, reader.line_num
+                if row and len(row) != len(RAW_COLUMNS):
+                    return MalformedFile(
+                        shown, start, f"expected {len(RAW_COLUMNS)} fields, found {len(row)}"
+                    )
+    except UnicodeDecodeError:
+        return MalformedFile(shown, _undecodable_line(path), "bytes are not valid UTF-8")
+    except csv.Error as error:
+        return MalformedFile(shown, previous_end + 1, str(error))
+    return None
+
+
+def _undecodable_line(path: Path) -> int:
+    with path.open("rb") as handle:
+        for number, raw in enumerate(handle, start=1):
+            try:
+                raw.decode("utf-8")
+            except UnicodeDecodeError:
+                return number
+    return 1

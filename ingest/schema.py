@@ -1,0 +1,115 @@
+"""The dataset's contract: raw CSV columns, vocabularies and the published Parquet schema.
+
+Both the ingest (which enforces it) and the service (which answers from it) import these
+names, so a vocabulary is written once. `docs/raw-format.md` and `docs/dataset.md` describe
+the same facts for people; `tests/test_schema_docs.py` keeps them in step.
+"""
+
+from typing import Final
+
+SCHEMA_VERSION: Final = 1
+
+RAW_COLUMNS: Final = (
+    "exchange",
+    "fee_type",
+    "fee_category",
+    "action",
+    "participant",
+    "symbol_classification",
+    "symbol_type",
+    "trade_type",
+    "fee_name",
+    "fee_amount",
+    "fee_basis",
+    "volume_tier",
+    "conditions",
+    "notes",
+    "effective_start",
+    "effective_end",
+    "source_document",
+    "source_url",
+    "page_number",
+)
+
+REQUIRED: Final = frozenset(
+    {
+        "exchange",
+        "fee_type",
+        "fee_category",
+        "action",
+        "participant",
+        "fee_name",
+        "fee_amount",
+        "effective_start",
+        "source_document",
+    }
+)
+
+# Allowed values of every vocabulary column, in their documented (and sorted) order.
+VOCABULARIES: Final[dict[str, tuple[str, ...]]] = {
+    "fee_type": ("equity", "option"),
+    "fee_category": (
+        "fees_and_rebates",
+        "general_provisions",
+        "legal_regulatory_fee",
+        "market_data_fees",
+        "participant_fee",
+        "port_fees_and_other_services",
+    ),
+    "action": ("make", "open", "other", "routed", "take"),
+    "participant": (
+        "all",
+        "away_market_maker",
+        "broker_dealer",
+        "customer",
+        "firm",
+        "market_maker",
+        "other",
+        "professional",
+    ),
+    "symbol_classification": ("all", "equity_class", "etf", "etn", "index", "not_applicable"),
+    "symbol_type": ("both", "non_penny", "not_applicable", "penny"),
+    "trade_type": (
+        "complex_order",
+        "index_options",
+        "multiply_traded_options",
+        "not_applicable",
+        "simple_order",
+    ),
+}
+
+DATE_COLUMNS: Final = ("effective_start", "effective_end")
+
+# The published `fees` table: every column, its DuckDB type, in file order. `exchange` is the
+# hive partition key, so it lives in the directory name rather than in the files.
+FEE_COLUMNS: Final[tuple[tuple[str, str], ...]] = (
+    ("record_id", "VARCHAR"),
+    ("exchange", "VARCHAR"),
+    ("fee_type", "VARCHAR"),
+    ("fee_category", "VARCHAR"),
+    ("action", "VARCHAR"),
+    ("participant", "VARCHAR"),
+    ("symbol_classification", "VARCHAR"),
+    ("symbol_type", "VARCHAR"),
+    ("trade_type", "VARCHAR"),
+    ("fee_name", "VARCHAR"),
+    ("fee_amount", "VARCHAR"),
+    ("amount", "DECIMAL(20,8)"),
+    ("currency", "VARCHAR"),
+    ("unit", "VARCHAR"),
+    ("fee_basis", "VARCHAR"),
+    ("volume_tier", "VARCHAR"),
+    ("conditions", "VARCHAR"),
+    ("notes", "VARCHAR"),
+    ("effective_start", "DATE"),
+    ("effective_end", "DATE"),
+    ("source_document", "VARCHAR"),
+    ("source_url", "VARCHAR"),
+    ("page_number", "INTEGER"),
+    ("source_file", "VARCHAR"),
+    ("source_line", "BIGINT"),
+    ("version_id", "VARCHAR"),
+    ("ingested_at", "TIMESTAMP WITH TIME ZONE"),
+)
+
+REGISTRY_COLUMNS: Final = ("code", "display_name", "aliases", "mic", "asset_classes")

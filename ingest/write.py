@@ -1,0 +1,114 @@
+"""Turning the checked staging rows into the published `fees` Parquet files.
+
+Derived columns are computed here, in SQL: the content id, the parsed amount, the source line,
+and the version that first published each record (carried forward from the previous version).
+"""
+
+from pathlib import Path
+from typing import Final
+
+import duckdb
+
+from ingest.schema import FEE_COLUMNS, RAW_COLUMNS
+from ingest.stage import JOIN_LINES, LINE_OF_ROW, sql_string
+
+# A plain money figure: `$0.0030`, `($0.0020)`, `-$0.25`, `$1,500.00` (docs/raw-format.md).
+MONEY: Final = r"(?:[0-9]{1,3}(?:,[0-9]{3})+|[0-9]{1,12})(?:\.[0-9]{1,8})?"
+PLAIN_MONEY: Final = rf"\(\${MONEY}\)|-?\${MONEY}"
+
+RECORD_ID: Final = f"""regexp_replace(
+    md5(to_json([{", ".join(RAW_COLUMNS)}])),
+    '^(.{{8}})(.{{4}})(.{{4}})(.{{4}})(.{{12}})$',
+    '\\1-\\2-\\3-\\4-\\5'
+)"""
+
+AMOUNT: Final = f"""CASE WHEN regexp_full_match(fee_amount, '{PLAIN_MONEY}') THEN
+    CAST(
+        CASE WHEN fee_amount[1] IN ('(', '-') THEN -1 ELSE 1 END
+        * CAST(replace(regexp_extract(fee_amount, '{MONEY}'), ',', '') AS DECIMAL(20, 8))
+        AS DECIMAL(20, 8)
+    )
+END"""
+
+UNIT: Final = f"""CASE WHEN regexp_full_match(fee_amount, '{PLAIN_MONEY}') THEN
+    nullif(trim(regexp_replace(lower(fee_basis), '[^a-z0-9%]+', '_', 'g'), '_'), '')
+END"""
+
+# What each published column is made of; columns not listed are copied as they are.
+DERIVED: Final = {
+    "record_id": "record_id",
+    "amount": AMOUNT,
+    "currency": f"CASE WHEN regexp_full_match(fee_amount, '{PLAIN_MONEY}') THEN 'USD' END",
+    "unit": UNIT,
+    "effective_start": "CAST(effective_start AS DATE)",
+    "effective_end": "CAST(effective_end AS DATE)",
+    "page_number": "CAST(page_number AS INTEGER)",
+    "source_file": "files.path",
+    "source_line": LINE_OF_ROW,
+    "version_id": "coalesce(previous.version_id, $version_id)",
+    "ingested_at": "coalesce(previous.ingested_at, CAST($ingested_at AS TIMESTAMPTZ))",
+}
+
+SELECT_FEES: Final = f"""
+WITH valid AS (
+    SELECT rowid AS row_no, *, {RECORD_ID} AS record_id
+    FROM staged
+    WHERE rowid NOT IN (SELECT row_no FROM problems)
+),
+first_seen AS (
+    SELECT *
+    FROM valid
+    QUALIFY row_number() OVER (PARTITION BY record_id ORDER BY row_no) = 1
+)
+SELECT
+    {", ".join(f"{DERIVED.get(name, name)} AS {name}" for name, _ in FEE_COLUMNS)}
+FROM first_seen
+{JOIN_LINES}
+LEFT JOIN previous USING (record_id)
+ORDER BY exchange, fee_type, effective_start, record_id
+"""
+
+NO_PREVIOUS: Final = """
+CREATE TABLE previous (record_id VARCHAR, version_id VARCHAR, ingested_at TIMESTAMPTZ)
+"""
+
+READ_PREVIOUS: Final = """
+CREATE TABLE previous AS
+SELECT record_id, version_id, ingested_at
+FROM read_parquet($pattern, hive_partitioning = false)
+"""
+
+
+def load_previous(con: duckdb.DuckDBPyConnection, previous_fees: Path | None) -> None:
+    if previous_fees is None:
+        con.execute(NO_PREVIOUS)
+    else:
+        con.execute(READ_PREVIOUS, {"pattern": str(previous_fees / "**" / "*.parquet")})
+
+
+def write_fees(
+    con: duckdb.DuckDBPyConnection, target: Path, *, version_id: str, ingested_at: str
+) -> int:
+    """Write the records, partitioned by venue and sorted for date pruning; returns how many."""
+    copy = f"""
+COPY ({SELECT_FEES}) TO {sql_string(str(target))} (
+    FORMAT parquet,
+    PARTITION_BY (exchange),
+    COMPRESSION zstd,
+    ROW_GROUP_SIZE 100000
+)"""
+    row = con.execute(copy, {"version_id": version_id, "ingested_at": ingested_at}).fetchall()
+    return int(row[0][0])
+
+
+COUNT_BY_VENUE: Final = """
+SELECT exchange, count(*)
+FROM read_parquet($pattern, hive_partitioning = true)
+GROUP BY exchange
+ORDER BY exchange
+"""
+
+
+def count_by_venue(con: duckdb.DuckDBPyConnection, fees: Path) -> dict[str, int]:
+    rows = con.execute(COUNT_BY_VENUE, {"pattern": str(fees / "**" / "*.parquet")}).fetchall()
+    return {str(code): int(count) for code, count in rows}

@@ -1,0 +1,341 @@
+"""The ingest end to end: real CSVs in, real Parquet versions out, read back with DuckDB."""
+
+import csv
+import json
+import os
+from datetime import date
+from decimal import Decimal
+from pathlib import Path
+
+import pytest
+
+from ingest import publish
+from ingest.__main__ import main
+from ingest.errors import IngestError, IngestLocked, MalformedFile, RowsRejected
+from ingest.pipeline import IngestResult, run_ingest
+from ingest.schema import FEE_COLUMNS, RAW_COLUMNS
+from tests.conftest import REGISTRY, fee_row, read_fees, write_raw
+
+
+def ingest(raw: Path, data: Path, **options: object) -> IngestResult:
+    return run_ingest(raw, data, registry=REGISTRY, **options)  # type: ignore[arg-type]
+
+
+def read_rejects(version_dir: Path) -> list[dict[str, str]]:
+    with (version_dir / "rejects.csv").open(newline="", encoding="utf-8") as handle:
+        return list(csv.DictReader(handle))
+
+
+def test_round_trip_keeps_every_value_and_derives_columns(fixture_version: IngestResult) -> None:
+    records = read_fees(fixture_version.version_dir)
+    first = records[0]
+    assert {name: first[name] for name in RAW_COLUMNS} == {
+        "exchange": "nyse",
+        "fee_type": "equity",
+        "fee_category": "fees_and_rebates",
+        "action": "make",
+        "participant": "all",
+        "symbol_classification": None,
+        "symbol_type": None,
+        "trade_type": None,
+        "fee_name": "Good row",
+        "fee_amount": "($0.0012)",
+        "fee_basis": "per share",
+        "volume_tier": None,
+        "conditions": None,
+        "notes": None,
+        "effective_start": date(2020, 1, 2),
+        "effective_end": None,
+        "source_document": "NYSE Price List",
+        "source_url": None,
+        "page_number": 2,
+    }
+    assert (first["amount"], first["currency"], first["unit"]) == (
+        Decimal("-0.0012"),
+        "USD",
+        "per_share",
+    )
+    assert (first["source_file"], first["source_line"]) == ("bad_rows.csv", 2)
+    assert first["version_id"] == fixture_version.version_id
+    assert set(first) == {name for name, _ in FEE_COLUMNS}
+
+
+def test_quoted_commas_line_breaks_and_trimming_survive(fixture_version: IngestResult) -> None:
+    by_name = {(r["fee_name"], r["source_file"]): r for r in read_fees(fixture_version.version_dir)}
+    assert by_name[("Remove liquidity", "nasdaq.csv")]["conditions"] == "Tapes A, B and C"
+    penny = by_name[("Penny remove", "nasdaq.csv")]
+    assert (penny["conditions"], penny["source_line"]) == ("Multi-line\ncondition text", 7)
+    trimmed = by_name[("Trimmed row", "bad_rows.csv")]
+    assert (trimmed["exchange"], trimmed["fee_type"], trimmed["source_line"]) == (
+        "nyse",
+        "equity",
+        8,
+    )
+
+
+def test_physical_lines_count_blank_lines_and_quoted_breaks(
+    fixture_version: IngestResult,
+) -> None:
+    lines = sorted(
+        (r["source_line"], r["fee_name"])
+        for r in read_fees(fixture_version.version_dir)
+        if r["source_file"] == "nasdaq.csv"
+    )
+    assert lines == [
+        (2, "Rebate to add displayed liquidity"),
+        (3, "Rebate to add displayed liquidity"),
+        (4, "Remove liquidity"),
+        (5, "Section 31 fee"),
+        (7, "Penny remove"),  # after the blank line 6; spans lines 7-8
+        (9, "MM rebate tiers"),
+        (10, "FIX port"),
+        (13, "Opening cross"),  # after the collapsed duplicate on lines 11-12
+    ]
+
+
+def test_rejects_file_names_every_problem(fixture_version: IngestResult) -> None:
+    assert read_rejects(fixture_version.version_dir) == [
+        {"file": "bad_rows.csv", "line": "3", "column": "fee_type", "value": "stock",
+         "reason": "not one of: equity, option"},
+        {"file": "bad_rows.csv", "line": "4", "column": "effective_start", "value": "2024-02-30",
+         "reason": "not a real date in the form YYYY-MM-DD"},
+        {"file": "bad_rows.csv", "line": "5", "column": "effective_end", "value": "2024-04-30",
+         "reason": "effective_end is before effective_start"},
+        {"file": "bad_rows.csv", "line": "6", "column": "exchange", "value": "lse",
+         "reason": "unknown venue code"},
+        {"file": "bad_rows.csv", "line": "7", "column": "fee_category", "value": "",
+         "reason": "required value is missing"},
+        {"file": "bad_rows.csv", "line": "7", "column": "fee_name", "value": "",
+         "reason": "required value is missing"},
+        {"file": "bad_rows.csv", "line": "7", "column": "effective_start", "value": "20240101",
+         "reason": "not a real date in the form YYYY-MM-DD"},
+        {"file": "bad_rows.csv", "line": "7", "column": "effective_end", "value": "2024-1-1",
+         "reason": "not a real date in the form YYYY-MM-DD"},
+        {"file": "bad_rows.csv", "line": "7", "column": "page_number", "value": "0",
+         "reason": "not a whole number of at least 1"},
+    ]  # fmt: skip
+
+
+def test_manifest_counts_rows_rejects_and_duplicates(fixture_version: IngestResult) -> None:
+    manifest = publish.read_manifest(fixture_version.version_dir)
+    assert {key: manifest[key] for key in ("rows_read", "records", "rejected_rows", "problems",
+                                           "duplicates", "venues", "schema_version")} == {
+        "rows_read": 16,
+        "records": 10,
+        "rejected_rows": 5,
+        "problems": 9,
+        "duplicates": 1,
+        "venues": {"nasdaq": 8, "nyse": 2},
+        "schema_version": 1,
+    }  # fmt: skip
+    assert [(f["path"], f["rejected_rows"]) for f in manifest["files"]] == [
+        ("bad_rows.csv", 5),
+        ("nasdaq.csv", 0),
+    ]
+    assert manifest["version_id"] == fixture_version.version_id
+    assert len(manifest["files"][0]["sha256"]) == 64
+
+
+@pytest.mark.parametrize(
+    ("printed", "basis", "amount", "currency", "unit"),
+    [
+        ("$0.0030", "per share", Decimal("0.0030"), "USD", "per_share"),
+        ("($0.0020)", "Per Share", Decimal("-0.0020"), "USD", "per_share"),
+        ("-$0.25", "per contract", Decimal("-0.25"), "USD", "per_contract"),
+        ("$1,500.00", "per port, per month", Decimal("1500.00"), "USD", "per_port_per_month"),
+        ("$27.80", "per $1M of sales", Decimal("27.80"), "USD", "per_1m_of_sales"),
+        ("$0.00000001", "", Decimal("0.00000001"), "USD", None),
+        ("$0.000000001", "per share", None, None, None),
+        ("0.30% of TDV", "", None, None, None),
+        ("$0.10 - $0.25", "per contract", None, None, None),
+        ("Free", "", None, None, None),
+        ("$1,50.00", "", None, None, None),
+        ("($0.25", "", None, None, None),
+        ("0.0030", "per share", None, None, None),
+    ],
+    ids=lambda value: str(value),
+)
+def test_amount_is_parsed_only_from_plain_money(
+    tmp_path: Path, printed: str, basis: str, amount: object, currency: object, unit: object
+) -> None:
+    write_raw(tmp_path / "raw" / "one.csv", [fee_row(fee_amount=printed, fee_basis=basis)])
+    result = ingest(tmp_path / "raw", tmp_path / "data")
+    [record] = read_fees(result.version_dir)
+    assert (record["fee_amount"], record["amount"], record["currency"], record["unit"]) == (
+        printed,
+        amount,
+        currency,
+        unit,
+    )
+
+
+def test_record_ids_are_stable_across_runs_files_and_directories(tmp_path: Path) -> None:
+    rows = [fee_row(), fee_row(fee_name="Other", action="take", fee_amount="$0.0030")]
+    write_raw(tmp_path / "a" / "one.csv", rows)
+    write_raw(tmp_path / "b" / "renamed.csv", [{}, *rows][1:][::-1])
+    ids_a = {r["record_id"] for r in read_fees(ingest(tmp_path / "a", tmp_path / "d1").version_dir)}
+    ids_b = {r["record_id"] for r in read_fees(ingest(tmp_path / "b", tmp_path / "d2").version_dir)}
+    assert ids_a == ids_b
+    assert len(ids_a) == 2
+
+
+def test_unchanged_input_publishes_nothing(raw_dir: Path, tmp_path: Path) -> None:
+    first = ingest(raw_dir, tmp_path / "data")
+    again = ingest(raw_dir, tmp_path / "data")
+    assert (again.changed, again.version_id) == (False, first.version_id)
+    assert [p.name for p in (tmp_path / "data" / "versions").iterdir()] == [first.version_id]
+
+
+def test_changed_input_keeps_first_version_of_unchanged_records(tmp_path: Path) -> None:
+    raw = tmp_path / "raw" / "one.csv"
+    write_raw(raw, [fee_row()])
+    first = ingest(tmp_path / "raw", tmp_path / "data")
+    write_raw(raw, [fee_row(), fee_row(fee_name="New line", fee_amount="$0.50")])
+    second = ingest(tmp_path / "raw", tmp_path / "data")
+    versions = {r["fee_name"]: r["version_id"] for r in read_fees(second.version_dir)}
+    assert versions == {"Adding credit": first.version_id, "New line": second.version_id}
+    assert publish.current_version_dir(tmp_path / "data") == second.version_dir
+
+
+def test_strict_mode_fails_and_publishes_nothing(raw_dir: Path, tmp_path: Path) -> None:
+    with pytest.raises(RowsRejected, match=r"5 row\(s\) rejected with 9 problem\(s\)"):
+        ingest(raw_dir, tmp_path / "data", strict=True)
+    assert not (tmp_path / "data" / "current").exists()
+    assert list((tmp_path / "data" / "versions").iterdir()) == []
+
+
+def test_strict_mode_leaves_the_previous_version_current(raw_dir: Path, tmp_path: Path) -> None:
+    (raw_dir / "bad_rows.csv").unlink()
+    good = ingest(raw_dir, tmp_path / "data", strict=True)
+    write_raw(raw_dir / "more.csv", [fee_row(fee_type="bond")])
+    with pytest.raises(RowsRejected):
+        ingest(raw_dir, tmp_path / "data", strict=True)
+    assert publish.current_version_dir(tmp_path / "data") == good.version_dir
+
+
+HEADER = ",".join(RAW_COLUMNS)
+GOOD_LINE = "nyse,equity,fees_and_rebates,make,all,,,,Credit,$0.10,per share,,,,2020-01-02,,Doc,,1"
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (b"", "malformed file bad.csv: file is empty (no header line)"),
+        (
+            b"exchange,fee_type\n",
+            f"malformed file bad.csv, line 1: header must be exactly: {HEADER}",
+        ),
+        (
+            f"{HEADER}\n{GOOD_LINE}\n{GOOD_LINE},extra\n".encode(),
+            "malformed file bad.csv, line 3: expected 19 fields, found 20",
+        ),
+        (
+            f"{HEADER}\n\n{GOOD_LINE}\nnyse,equity\n".encode(),
+            "malformed file bad.csv, line 4: expected 19 fields, found 2",
+        ),
+        (
+            f"{HEADER}\n{GOOD_LINE}\n".encode() + b"nyse,\xff\xfe" + GOOD_LINE[5:].encode(),
+            "malformed file bad.csv, line 3: bytes are not valid UTF-8",
+        ),
+        (
+            f'{HEADER}\n{GOOD_LINE}\nnyse,"unterminated\n'.encode(),
+            "malformed file bad.csv, line 3: unexpected end of data",
+        ),
+    ],
+    ids=["empty", "header", "long-row", "short-row-after-blank", "encoding", "open-quote"],
+)
+def test_malformed_file_is_named_with_its_line(
+    tmp_path: Path, content: bytes, message: str
+) -> None:
+    (tmp_path / "raw").mkdir()
+    write_raw(tmp_path / "raw" / "good.csv", [fee_row()])
+    (tmp_path / "raw" / "bad.csv").write_bytes(content)
+    with pytest.raises(MalformedFile) as caught:
+        ingest(tmp_path / "raw", tmp_path / "data")
+    assert str(caught.value) == message
+    assert not (tmp_path / "data" / "current").exists()
+
+
+def test_no_valid_records_publishes_nothing(tmp_path: Path) -> None:
+    write_raw(tmp_path / "raw" / "one.csv", [fee_row(exchange="nowhere")])
+    with pytest.raises(IngestError, match="no valid records"):
+        ingest(tmp_path / "raw", tmp_path / "data")
+
+
+def test_empty_raw_directory_is_an_error(tmp_path: Path) -> None:
+    (tmp_path / "raw").mkdir()
+    with pytest.raises(IngestError, match=r"no \*\.csv files"):
+        ingest(tmp_path / "raw", tmp_path / "data")
+
+
+def versions_on_disk(data: Path) -> list[str]:
+    return sorted(p.name for p in (data / "versions").iterdir())
+
+
+def test_old_versions_are_pruned_keeping_the_newest(tmp_path: Path) -> None:
+    published = []
+    for number in range(4):
+        write_raw(tmp_path / "raw" / "one.csv", [fee_row(fee_name=f"Credit {number}")])
+        published.append(ingest(tmp_path / "raw", tmp_path / "data", keep=2).version_id)
+    assert versions_on_disk(tmp_path / "data") == published[2:]
+    assert (
+        publish.current_version_dir(tmp_path / "data")
+        == tmp_path / "data" / "versions" / published[3]
+    )
+
+
+@pytest.mark.parametrize("step", ["rename", "symlink", "replace"])
+def test_failure_while_publishing_leaves_previous_version_current(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, step: str
+) -> None:
+    write_raw(tmp_path / "raw" / "one.csv", [fee_row()])
+    good = ingest(tmp_path / "raw", tmp_path / "data")
+    write_raw(tmp_path / "raw" / "one.csv", [fee_row(), fee_row(fee_name="Second")])
+
+    def crash(*args: object, **kwargs: object) -> None:
+        raise OSError(f"injected failure at {step}")
+
+    monkeypatch.setattr(publish.os, step, crash)
+    with pytest.raises(OSError, match="injected"):
+        ingest(tmp_path / "raw", tmp_path / "data")
+    monkeypatch.undo()
+    assert publish.current_version_dir(tmp_path / "data") == good.version_dir
+    assert [r["fee_name"] for r in read_fees(good.version_dir)] == ["Adding credit"]
+    retry = ingest(tmp_path / "raw", tmp_path / "data")
+    assert len(read_fees(retry.version_dir)) == 2
+    assert not [p for p in (tmp_path / "data" / "versions").iterdir() if p.name.startswith(".")]
+
+
+def test_a_second_ingest_on_the_same_directory_is_refused(tmp_path: Path) -> None:
+    write_raw(tmp_path / "raw" / "one.csv", [fee_row()])
+    with publish.ingest_lock(tmp_path / "data"), pytest.raises(IngestLocked):
+        ingest(tmp_path / "raw", tmp_path / "data")
+
+
+def test_command_line_prints_a_summary_and_exit_codes(
+    raw_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    args = ["--raw", str(raw_dir), "--data", str(tmp_path / "data"), "--registry", str(REGISTRY)]
+    assert main([*args, "--strict"]) == 1
+    assert "nothing published" in capsys.readouterr().err
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert "records                    10" in out
+    assert "bad_rows.csv, line 3, fee_type = 'stock': not one of: equity, option" in out
+    assert main(args) == 0
+    assert "nothing changed" in capsys.readouterr().out
+
+
+def test_published_files_are_partitioned_by_venue_and_compressed(
+    fixture_version: IngestResult,
+) -> None:
+    fees = fixture_version.version_dir / "fees"
+    assert sorted(p.name for p in fees.iterdir()) == ["exchange=nasdaq", "exchange=nyse"]
+    import pyarrow.parquet as pq
+
+    meta = pq.ParquetFile(next((fees / "exchange=nasdaq").glob("*.parquet"))).metadata
+    assert meta.row_group(0).column(0).compression == "ZSTD"
+    assert json.loads((fixture_version.version_dir / "manifest.json").read_text())["records"] == 10
+    assert os.readlink(fixture_version.version_dir.parent.parent / "current") == (
+        f"versions/{fixture_version.version_id}"
+    )
