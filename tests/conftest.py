@@ -1,15 +1,24 @@
-"""Shared fixtures: the real ingest run once over small hand-written CSVs."""
+"""Shared fixtures: the real ingest run once over small hand-written CSVs, the real app over it."""
 
 import csv
+import json
 import shutil
+import socket
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import duckdb
+import httpx
 import pytest
+import uvicorn
 
 from ingest.pipeline import IngestResult, run_ingest
 from ingest.schema import RAW_COLUMNS
+from service.accounts import fingerprint, key_hash
+from service.app import create_app
+from service.settings import Settings
 
 FIXTURES = Path(__file__).parent / "fixtures"
 REGISTRY = FIXTURES / "exchanges.csv"
@@ -66,3 +75,84 @@ def fixture_version(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Ingest
 def raw_dir(tmp_path: Path) -> Path:
     """A private copy of the fixture CSVs that a test may change."""
     return Path(shutil.copytree(FIXTURES / "raw", tmp_path / "raw"))
+
+
+class LiveServer:
+    """The real app under a real uvicorn server on a free loopback port, in a thread."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.app = create_app(settings)
+        self._socket = socket.socket()
+        self._socket.bind(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self._socket.getsockname()[1]}"
+        config = uvicorn.Config(self.app, log_level="warning", lifespan="on")
+        self._server = uvicorn.Server(config)
+        self._thread = threading.Thread(
+            target=self._server.run, kwargs={"sockets": [self._socket]}, daemon=True
+        )
+
+    def __enter__(self) -> "LiveServer":
+        self._thread.start()
+        deadline = time.monotonic() + 30
+        while not self._server.started:
+            if time.monotonic() > deadline or not self._thread.is_alive():
+                raise RuntimeError("test server did not start")
+            time.sleep(0.01)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._server.should_exit = True
+        self._thread.join(timeout=10)
+
+
+KEYS = {
+    "full": "test-key-full-access-0123456789abcdef",
+    "nyse": "test-key-nyse-only-0123456789abcdef",
+}
+
+
+@pytest.fixture(scope="session")
+def accounts_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Accounts with an all-venue key, a NYSE-only key and a revoked key."""
+    document = {
+        "accounts": {
+            "analyst": {"exchanges": None, "keys": [_key(KEYS["full"])]},
+            "nyse-desk": {"exchanges": ["nyse"], "keys": [_key(KEYS["nyse"])]},
+            "former": {"exchanges": None, "keys": [_key("revoked-key", revoked=True)]},
+        }
+    }
+    path = tmp_path_factory.mktemp("accounts") / "accounts.json"
+    path.write_text(json.dumps(document), encoding="utf-8")
+    return path
+
+
+def _key(key: str, *, revoked: bool = False) -> dict[str, object]:
+    return {
+        "id": fingerprint(key),
+        "sha256": key_hash(key),
+        "created_at": "2026-01-01T00:00:00+00:00",
+        "revoked_at": "2026-02-01T00:00:00+00:00" if revoked else None,
+    }
+
+
+@pytest.fixture(scope="session")
+def server(fixture_version: IngestResult, accounts_file: Path) -> Iterator[LiveServer]:
+    settings = Settings(
+        data_dir=fixture_version.version_dir.parent.parent, accounts_file=accounts_file
+    )
+    with LiveServer(settings) as live:
+        yield live
+
+
+@pytest.fixture(scope="session")
+def client(server: LiveServer) -> Iterator[httpx.Client]:
+    with httpx.Client(base_url=server.url, timeout=10) as http:
+        yield http
+
+
+def supplier_headers(key: str = KEYS["full"]) -> dict[str, str]:
+    return {"Authorization": f"Bearer {key}", "Content-Type": "application/json"}
+
+
+def exchange_headers(key: str = KEYS["full"]) -> dict[str, str]:
+    return {"x-service-api-access-key": key}

@@ -120,16 +120,17 @@ def test_manifest_counts_rows_rejects_and_duplicates(fixture_version: IngestResu
     manifest = publish.read_manifest(fixture_version.version_dir)
     assert {key: manifest[key] for key in ("rows_read", "records", "rejected_rows", "problems",
                                            "duplicates", "venues", "schema_version")} == {
-        "rows_read": 16,
-        "records": 10,
+        "rows_read": 19,
+        "records": 13,
         "rejected_rows": 5,
         "problems": 9,
         "duplicates": 1,
-        "venues": {"nasdaq": 8, "nyse": 2},
+        "venues": {"memx": 3, "nasdaq": 8, "nyse": 2},
         "schema_version": 1,
     }  # fmt: skip
     assert [(f["path"], f["rejected_rows"]) for f in manifest["files"]] == [
         ("bad_rows.csv", 5),
+        ("memx.csv", 0),
         ("nasdaq.csv", 0),
     ]
     assert manifest["version_id"] == fixture_version.version_id
@@ -320,7 +321,7 @@ def test_command_line_prints_a_summary_and_exit_codes(
     assert "nothing published" in capsys.readouterr().err
     assert main(args) == 0
     out = capsys.readouterr().out
-    assert "records                    10" in out
+    assert "records                    13" in out
     assert "bad_rows.csv, line 3, fee_type = 'stock': not one of: equity, option" in out
     assert main(args) == 0
     assert "nothing changed" in capsys.readouterr().out
@@ -330,12 +331,16 @@ def test_published_files_are_partitioned_by_venue_and_compressed(
     fixture_version: IngestResult,
 ) -> None:
     fees = fixture_version.version_dir / "fees"
-    assert sorted(p.name for p in fees.iterdir()) == ["exchange=nasdaq", "exchange=nyse"]
+    assert sorted(p.name for p in fees.iterdir()) == [
+        "exchange=memx",
+        "exchange=nasdaq",
+        "exchange=nyse",
+    ]
     import pyarrow.parquet as pq
 
     meta = pq.ParquetFile(next((fees / "exchange=nasdaq").glob("*.parquet"))).metadata
     assert meta.row_group(0).column(0).compression == "ZSTD"
-    assert json.loads((fixture_version.version_dir / "manifest.json").read_text())["records"] == 10
+    assert json.loads((fixture_version.version_dir / "manifest.json").read_text())["records"] == 13
     assert os.readlink(fixture_version.version_dir.parent.parent / "current") == (
         f"versions/{fixture_version.version_id}"
     )

@@ -1,0 +1,46 @@
+"""Who is calling, and which venue they mean: the checks every handler makes first."""
+
+from starlette.requests import Request
+
+from service.accounts import Account, Keystore
+from service.dataset import Dataset, DatasetHolder
+from service.errors import ApiError, Unauthorized, Unavailable
+
+EXCHANGE_KEY_HEADER = "x-service-api-access-key"
+
+
+def bearer_account(request: Request) -> Account:
+    """The supplier family's caller, from `Authorization: Bearer <key>`."""
+    scheme, _, key = request.headers.get("authorization", "").partition(" ")
+    return _account(request, key.strip() if scheme.lower() == "bearer" else None)
+
+
+def key_header_account(request: Request) -> Account:
+    """The exchange family's caller, from the `x-service-api-access-key` header."""
+    return _account(request, request.headers.get(EXCHANGE_KEY_HEADER))
+
+
+def _account(request: Request, key: str | None) -> Account:
+    keystore: Keystore = request.app.state.keystore
+    account = keystore.authenticate(key)
+    if account is None:
+        # Missing, unknown and revoked keys get the same answer.
+        raise Unauthorized("invalid or missing API key")
+    return account
+
+
+def current_dataset(request: Request) -> Dataset:
+    holder: DatasetHolder = request.app.state.holder
+    dataset = holder.current
+    if dataset is None:
+        raise Unavailable("no dataset version is published yet")
+    return dataset
+
+
+def visible_venue(dataset: Dataset, account: Account, name: str, unknown: ApiError) -> str:
+    """The venue code a name resolves to, if this account may see it; otherwise `unknown`,
+    the same error either way so a key never learns that a hidden venue exists."""
+    code = dataset.resolve(name)
+    if code is None or not account.may_see(code):
+        raise unknown
+    return code

@@ -1,0 +1,138 @@
+"""Accounts and their API keys, kept in one JSON file that stores only key hashes.
+
+    {"accounts": {"<name>": {"exchanges": null | ["<code>", ...],
+                             "keys": [{"id": "<fingerprint>", "sha256": "<hex>",
+                                       "created_at": "<iso>", "revoked_at": null | "<iso>"}]}}}
+
+`exchanges: null` means every venue. A key is shown once, when it is made; afterwards only its
+fingerprint (the first 12 hex digits of its sha256) names it, in listings and in logs. The
+service re-reads the file whenever it changes, so a revoked key stops working at once.
+"""
+
+import hashlib
+import json
+import os
+import secrets
+import threading
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+KEY_BYTES = 32  # token_urlsafe(32) is 43 characters
+
+
+@dataclass(frozen=True)
+class Account:
+    name: str
+    exchanges: frozenset[str] | None  # None: every venue
+
+    def may_see(self, code: str) -> bool:
+        return self.exchanges is None or code in self.exchanges
+
+
+def key_hash(key: str) -> str:
+    return hashlib.sha256(key.encode("utf-8")).hexdigest()
+
+
+def fingerprint(key: str) -> str:
+    return key_hash(key)[:12]
+
+
+class Keystore:
+    """Looks keys up by hash; reloads the accounts file when its inode, size or mtime change."""
+
+    def __init__(self, path: Path) -> None:
+        self._path = path
+        self._lock = threading.Lock()
+        self._signature: tuple[int, int, int] | None = None
+        self._by_hash: dict[str, Account] = {}
+
+    def authenticate(self, key: str | None) -> Account | None:
+        if not key:
+            return None
+        self._reload_if_changed()
+        return self._by_hash.get(key_hash(key))
+
+    def _reload_if_changed(self) -> None:
+        try:
+            stat = os.stat(self._path)
+            signature = (stat.st_ino, stat.st_size, stat.st_mtime_ns)
+        except FileNotFoundError:
+            signature = None
+        if signature == self._signature:
+            return
+        with self._lock:
+            self._by_hash = _active_keys(read_accounts(self._path))
+            self._signature = signature
+
+
+def _active_keys(document: dict[str, Any]) -> dict[str, Account]:
+    active = {}
+    for name, entry in document["accounts"].items():
+        scope = entry.get("exchanges")
+        account = Account(name, None if scope is None else frozenset(scope))
+        for key in entry.get("keys", []):
+            if not key.get("revoked_at"):
+                active[key["sha256"]] = account
+    return active
+
+
+def read_accounts(path: Path) -> dict[str, Any]:
+    if not path.exists():
+        return {"accounts": {}}
+    document: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+    return document
+
+
+def write_accounts(path: Path, document: dict[str, Any]) -> None:
+    """Replace the file atomically, so the service never reads half of it."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    temporary.write_text(json.dumps(document, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    os.replace(temporary, path)
+
+
+def add_key(path: Path, account: str, exchanges: list[str] | None) -> str:
+    """Create a key for `account` (creating the account, or updating its venues); returns it."""
+    document = read_accounts(path)
+    entry = document["accounts"].setdefault(account, {"exchanges": None, "keys": []})
+    if exchanges is not None:
+        entry["exchanges"] = sorted(set(exchanges))
+    key = secrets.token_urlsafe(KEY_BYTES)
+    entry["keys"].append(
+        {
+            "id": fingerprint(key),
+            "sha256": key_hash(key),
+            "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
+            "revoked_at": None,
+        }
+    )
+    write_accounts(path, document)
+    return key
+
+
+def revoke_key(path: Path, key_id: str) -> bool:
+    """Revoke the key with this fingerprint; False when there is none (or it was revoked)."""
+    document = read_accounts(path)
+    for entry in document["accounts"].values():
+        for key in entry["keys"]:
+            if key["id"] == key_id and not key["revoked_at"]:
+                key["revoked_at"] = datetime.now(UTC).isoformat(timespec="seconds")
+                write_accounts(path, document)
+                return True
+    return False
+
+
+def list_keys(path: Path) -> list[dict[str, Any]]:
+    return [
+        {
+            "account": name,
+            "exchanges": entry.get("exchanges"),
+            "id": key["id"],
+            "created_at": key["created_at"],
+            "revoked_at": key["revoked_at"],
+        }
+        for name, entry in sorted(read_accounts(path)["accounts"].items())
+        for key in entry["keys"]
+    ]

@@ -1,0 +1,128 @@
+"""The application factory: the URL space, start-up and shut-down, and error rendering."""
+
+import logging
+import time
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from service import exchanges, suppliers
+from service.accounts import Keystore
+from service.dataset import DatasetHolder, VersionWatcher
+from service.errors import ApiError, MethodNotAllowed, NotFound, render
+from service.settings import Settings
+
+log = logging.getLogger(__name__)
+
+# The whole URL space, top to bottom. Each path answers under both version prefixes, with and
+# without a trailing slash (no redirects), to GET and HEAD.
+ENDPOINTS: list[tuple[str, Callable[[Request], Response]]] = [
+    ("/suppliers/{supplier_name}/participants", suppliers.participants),
+    ("/suppliers/{supplier_name}/fee-categories", suppliers.fee_categories),
+    ("/suppliers/{supplier_name}/actions", suppliers.actions),
+    ("/suppliers/{supplier_name}/fee-types", suppliers.fee_types),
+    ("/suppliers/{supplier_name}/date-ranges", suppliers.date_ranges),
+    ("/exchanges", exchanges.list_exchanges),
+]
+PREFIXES = ("/api/v1", "/v1")
+
+
+def routes() -> list[Route]:
+    return [
+        Route(prefix + path + slash, endpoint, methods=["GET", "HEAD"])
+        for path, endpoint in ENDPOINTS
+        for prefix in PREFIXES
+        for slash in ("", "/")
+    ]
+
+
+def create_app(settings: Settings | None = None) -> Starlette:
+    settings = settings or Settings.from_environ()
+    holder = DatasetHolder()
+    watcher = VersionWatcher(holder, settings)
+
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        await run_in_threadpool(watcher.load_now)
+        watcher.start()
+        yield
+        watcher.stop()
+
+    app = Starlette(
+        routes=routes(),
+        lifespan=lifespan,
+        exception_handlers={
+            ApiError: api_error,
+            HTTPException: http_error,
+        },
+    )
+    app.router.redirect_slashes = False
+    app.state.settings = settings
+    app.state.keystore = Keystore(settings.accounts_file)
+    app.state.holder = holder
+    app.add_middleware(ErrorBoundary)
+    app.add_middleware(Timing)
+    return app
+
+
+async def api_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, ApiError)
+    return render(request, exc)
+
+
+async def http_error(request: Request, exc: Exception) -> Response:
+    """Starlette's own 404 (no route) and 405 (wrong method), in the family's envelope."""
+    assert isinstance(exc, HTTPException)
+    if exc.status_code == 405:
+        return render(request, MethodNotAllowed((exc.headers or {}).get("Allow", "GET, HEAD")))
+    return render(request, NotFound("not found"))
+
+
+class ErrorBoundary:
+    """Anything a handler did not expect becomes a logged 500 in the family's envelope.
+
+    Starlette's own last-resort handler re-raises after answering, which makes the server drop
+    the client's keep-alive connection; this answers and keeps the connection usable.
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = False
+
+        async def tracking_send(message: Message) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, receive, tracking_send)
+        except Exception:
+            request = Request(scope)
+            log.exception("unhandled error on %s %s", request.method, request.url.path)
+            if started:
+                raise  # too late for a clean answer; let the server close the connection
+            await render(request, ApiError("internal error"))(scope, receive, send)
+
+
+class Timing:
+    """Stamps each request's arrival, so `query_time_ms` measures the whole answer."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            scope.setdefault("state", {})["started"] = time.perf_counter()
+        await self.app(scope, receive, send)

@@ -1,0 +1,180 @@
+"""One published dataset version, opened for queries, and the holder that swaps versions live.
+
+Opening a version runs the heavy GROUP BYs once (per-dimension rollups, venue summaries,
+coverage runs); a request then runs one small query on its own cursor, or none at all.
+`VersionWatcher` notices a new `current` pointer, opens that version beside the old one and
+swaps a single reference, so requests in flight finish on the version they started with.
+"""
+
+import logging
+import threading
+from collections import defaultdict
+from dataclasses import dataclass
+from datetime import date
+from pathlib import Path
+from typing import Any
+
+import duckdb
+
+from ingest.publish import current_version_dir, read_manifest
+from ingest.stage import sql_string
+from service import queries
+from service.settings import Settings
+from service.vocabulary import DATA_TYPE_OF_CATEGORY, DATA_TYPE_ORDER
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Venue:
+    code: str
+    display_name: str
+    fee_types: tuple[str, ...]  # present in its records, sorted
+    records: int
+    categories: dict[str, tuple[str, ...]]  # fee_category -> fee types that have it
+
+
+@dataclass(frozen=True)
+class CoverageRun:
+    starts: date
+    ends: date
+    data_types: tuple[str, ...]
+
+
+class Dataset:
+    """A read-only view of one version; safe to share between threads (a cursor per query)."""
+
+    def __init__(self, version_dir: Path, settings: Settings) -> None:
+        self.version_dir = version_dir
+        self.manifest = read_manifest(version_dir)
+        self.version_id: str = self.manifest["version_id"]
+        self.as_of = date.fromisoformat(self.manifest["as_of"])
+        self._con = _connect(settings)
+        self._con.execute(
+            queries.CREATE_FEES_VIEW.format(
+                fees=sql_string(str(version_dir / "fees" / "**" / "*.parquet"))
+            )
+        )
+        self._con.execute(
+            queries.CREATE_REGISTRY_VIEW.format(
+                registry=sql_string(str(version_dir / "exchanges.parquet"))
+            )
+        )
+        for column in queries.ROLLUP_COLUMNS:
+            self._con.execute(queries.CREATE_ROLLUP.format(column=column))
+        self.venues, self._names = self._load_venues()
+        self.coverage = self._load_coverage()
+
+    def query(self, sql: str, parameters: dict[str, Any] | None = None) -> list[tuple[Any, ...]]:
+        cursor = self._con.cursor()
+        try:
+            return cursor.execute(sql, parameters or {}).fetchall()
+        finally:
+            cursor.close()
+
+    def resolve(self, name: str) -> str | None:
+        """The venue code for a code, display name or alias, in any letter case."""
+        return self._names.get(name.strip().casefold())
+
+    def counts(
+        self, column: str, code: str, start: date | None, end: date | None
+    ) -> dict[str, int]:
+        """Records per stored value of `column` for one venue, in the window; every value the
+        venue has any record for is present, with 0 when none is in the window."""
+        if column not in queries.ROLLUP_COLUMNS:
+            raise ValueError(f"no rollup for {column!r}")
+        rows = self.query(
+            queries.COUNT_IN_WINDOW.format(column=column),
+            {"exchange": code, "start_date": start, "end_date": end},
+        )
+        return {str(value): int(records) for value, records in rows}
+
+    def _load_venues(self) -> tuple[dict[str, Venue], dict[str, str]]:
+        names: dict[str, str] = {}
+        summary: dict[str, dict[str, dict[str, int]]] = defaultdict(lambda: defaultdict(dict))
+        for code, fee_type, category, records in self.query(queries.EXCHANGE_SUMMARY):
+            summary[code][category][fee_type] = int(records)
+        venues = {}
+        for code, display_name, aliases in self.query(queries.REGISTRY):
+            for name in (code, display_name, *aliases):
+                names[name.casefold()] = code
+            categories = summary.get(code, {})
+            venues[code] = Venue(
+                code=code,
+                display_name=display_name,
+                fee_types=tuple(sorted({t for types in categories.values() for t in types})),
+                records=sum(n for types in categories.values() for n in types.values()),
+                categories={c: tuple(sorted(types)) for c, types in categories.items()},
+            )
+        return venues, names
+
+    def _load_coverage(self) -> dict[str, list[CoverageRun]]:
+        coverage: dict[str, list[CoverageRun]] = defaultdict(list)
+        for code, starts, ends, categories in self.query(queries.COVERAGE, {"as_of": self.as_of}):
+            present = {DATA_TYPE_OF_CATEGORY[category] for category in categories}
+            data_types = tuple(kind for kind in DATA_TYPE_ORDER if kind in present)
+            coverage[code].append(CoverageRun(starts, ends, data_types))
+        return dict(coverage)
+
+
+def _connect(settings: Settings) -> duckdb.DuckDBPyConnection:
+    con = duckdb.connect(
+        config={"memory_limit": settings.duckdb_memory, "threads": settings.duckdb_threads}
+    )
+    con.execute("SET enable_progress_bar = false")
+    return con
+
+
+class DatasetHolder:
+    """The version requests are answered from; `current` is read once per request."""
+
+    def __init__(self) -> None:
+        self.current: Dataset | None = None
+
+
+class VersionWatcher:
+    """Polls the `current` pointer and opens a newly published version in the background."""
+
+    def __init__(self, holder: DatasetHolder, settings: Settings) -> None:
+        self._holder = holder
+        self._settings = settings
+        self._stop = threading.Event()
+        self._failed: Path | None = None
+        self._thread = threading.Thread(target=self._run, name="version-watcher", daemon=True)
+
+    def load_now(self) -> None:
+        """Open the current version, if any (at start-up, before serving)."""
+        target = current_version_dir(self._settings.data_dir)
+        if target is None:
+            log.warning("no published version under %s", self._settings.data_dir)
+            return
+        self._open(target)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self._settings.version_poll_seconds):
+            target = current_version_dir(self._settings.data_dir)
+            loaded = self._holder.current
+            if target is None or target == self._failed:
+                continue
+            if loaded is None or target != loaded.version_dir:
+                self._open(target)
+
+    def _open(self, target: Path) -> None:
+        try:
+            dataset = Dataset(target, self._settings)
+        except Exception:
+            # A version that cannot be opened must not take the service down: keep serving
+            # the previous one and do not retry this target until `current` moves again.
+            log.exception("could not open dataset version %s; keeping the previous one", target)
+            self._failed = target
+            return
+        self._holder.current = dataset
+        self._failed = None
+        log.info("serving dataset version %s", dataset.version_id)

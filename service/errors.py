@@ -1,0 +1,91 @@
+"""The service's errors, and one renderer per endpoint family.
+
+    ApiError                      status, a short label, a message, optional details
+     +-- Unauthorized      401    missing, unknown or revoked key (indistinguishable)
+     +-- BadRequest        400    a parameter is malformed (InvalidDate, UnknownParameter, ...)
+     +-- NotFound          404    unknown supplier or path (or one outside the key's scope)
+     +-- MethodNotAllowed  405
+     +-- Unavailable       503    no dataset version is loaded yet
+
+Handlers raise these; `render` turns any of them into the family's documented body. Anything
+else that escapes a handler becomes a 500 in the same envelope, with nothing internal shown.
+"""
+
+import time
+from enum import Enum
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+
+
+class Family(Enum):
+    SUPPLIER = "supplier"  # {"error": "<label>", "message": ..., "details"?: {...}}
+    EXCHANGE = "exchange"  # {"error": {"code", "message", "details"?}, "meta": {...}}
+
+
+class ApiError(Exception):
+    status = 500
+    label = "Internal Server Error"
+    code = "INTERNAL_ERROR"
+
+    def __init__(self, message: str, details: dict[str, Any] | list[Any] | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.details = details
+        self.headers: dict[str, str] = {}
+
+
+class Unauthorized(ApiError):
+    status, label, code = 401, "Unauthorized", "UNAUTHORIZED"
+
+
+class BadRequest(ApiError):
+    status, label, code = 400, "Bad Request", "BAD_REQUEST"
+
+
+class NotFound(ApiError):
+    status, label, code = 404, "Not Found", "NOT_FOUND"
+
+
+class MethodNotAllowed(ApiError):
+    status, label, code = 405, "Method Not Allowed", "METHOD_NOT_ALLOWED"
+
+    def __init__(self, allowed: str) -> None:
+        super().__init__("method not allowed; use GET or HEAD")
+        self.headers = {"Allow": allowed}
+
+
+class Unavailable(ApiError):
+    status, label, code = 503, "Service Unavailable", "UNAVAILABLE"
+
+
+def invalid_date(field: str) -> BadRequest:
+    return BadRequest("invalid date format", {"field": field, "expected_format": "YYYY-MM-DD"})
+
+
+def family_of(path: str) -> Family:
+    """Which envelope a path speaks: the supplier family owns `/…/v1/suppliers/…`."""
+    parts = path.strip("/").split("/")
+    if parts[:1] == ["api"]:
+        parts = parts[1:]
+    return Family.SUPPLIER if parts[1:2] == ["suppliers"] else Family.EXCHANGE
+
+
+def elapsed_ms(request: Request) -> int:
+    """Milliseconds since the request arrived (stamped by the app's timing middleware)."""
+    started: float = request.scope.get("state", {}).get("started", time.perf_counter())
+    return round((time.perf_counter() - started) * 1000)
+
+
+def render(request: Request, error: ApiError) -> JSONResponse:
+    if family_of(request.url.path) is Family.SUPPLIER:
+        body: dict[str, Any] = {"error": error.label, "message": error.message}
+        if error.details is not None:
+            body["details"] = error.details
+    else:
+        inner: dict[str, Any] = {"code": error.code, "message": error.message}
+        if error.details is not None:
+            inner["details"] = error.details
+        body = {"error": inner, "meta": {"query_time_ms": elapsed_ms(request)}}
+    return JSONResponse(body, status_code=error.status, headers=error.headers)

@@ -1,0 +1,31 @@
+"""Settings, read once from `FEES_*` environment variables and passed explicitly from there."""
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True, kw_only=True)
+class Settings:
+    data_dir: Path = Path("data/warehouse")
+    accounts_file: Path = Path("data/accounts.json")
+    duckdb_memory: str = "1GB"
+    duckdb_threads: int = 2
+    version_poll_seconds: float = 0.25
+    log_level: str = "info"
+
+    @classmethod
+    def from_environ(cls, environ: Mapping[str, str] | None = None) -> "Settings":
+        env = os.environ if environ is None else environ
+        defaults = cls()
+        return cls(
+            data_dir=Path(env.get("FEES_DATA_DIR", str(defaults.data_dir))),
+            accounts_file=Path(env.get("FEES_ACCOUNTS_FILE", str(defaults.accounts_file))),
+            duckdb_memory=env.get("FEES_DUCKDB_MEMORY", defaults.duckdb_memory),
+            duckdb_threads=int(env.get("FEES_DUCKDB_THREADS", defaults.duckdb_threads)),
+            version_poll_seconds=float(
+                env.get("FEES_VERSION_POLL_SECONDS", defaults.version_poll_seconds)
+            ),
+            log_level=env.get("FEES_LOG_LEVEL", defaults.log_level),
+        )

@@ -1,0 +1,103 @@
+"""The supplier family: discovery endpoints 1-5 of the spec (Bearer key, `success`/`data`)."""
+
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+
+from service import params
+from service.access import bearer_account, current_dataset, visible_venue
+from service.dataset import Venue
+from service.errors import BadRequest, NotFound
+from service.vocabulary import DIMENSIONS, Term
+
+# Per endpoint: the item's identifier key, its extra field, and the name of the total counter.
+SHAPES = {
+    "participants": ("participant", "typical_fee_structure", "total_participants"),
+    "fee_categories": ("category", "applicable_fee_types", "total_categories"),
+    "actions": ("action", "liquidity_type", "total_actions"),
+    "fee_types": ("type", None, "total_types"),
+}
+
+
+def participants(request: Request) -> JSONResponse:
+    return discovery(request, "participants")
+
+
+def fee_categories(request: Request) -> JSONResponse:
+    return discovery(request, "fee_categories")
+
+
+def actions(request: Request) -> JSONResponse:
+    return discovery(request, "actions")
+
+
+def fee_types(request: Request) -> JSONResponse:
+    return discovery(request, "fee_types")
+
+
+def discovery(request: Request, endpoint: str) -> JSONResponse:
+    """Every value the supplier has any record for, with its records in the date window."""
+    account = bearer_account(request)
+    params.only(request, ("start_date", "end_date"))
+    start, end = params.date_window(request)
+    dataset = current_dataset(request)
+    code = visible_venue(
+        dataset, account, request.path_params["supplier_name"], NotFound("supplier not found")
+    )
+    column, terms = DIMENSIONS[endpoint]
+    counts = dataset.counts(column, code, start, end)
+    venue = dataset.venues[code]
+    items = [_item(endpoint, term, counts, venue) for term in terms if _present(term, counts)]
+    date_range = None
+    if start is not None or end is not None:
+        date_range = {
+            "start_date": start.isoformat() if start else None,
+            "end_date": end.isoformat() if end else None,
+        }
+    data: dict[str, Any] = {"supplier": code, "date_range": date_range, endpoint: items}
+    data[SHAPES[endpoint][2]] = len(items)
+    return JSONResponse({"success": True, "data": data})
+
+
+def _present(term: Term, counts: dict[str, int]) -> bool:
+    return any(value in counts for value in term.stored)
+
+
+def _item(endpoint: str, term: Term, counts: dict[str, int], venue: Venue) -> dict[str, Any]:
+    key, extra, _ = SHAPES[endpoint]
+    records = sum(counts.get(value, 0) for value in term.stored)
+    item: dict[str, Any] = {
+        key: term.identifier,
+        "display_name": term.display_name,
+        "description": term.description,
+        "available": records > 0,
+        "record_count": records,
+    }
+    if extra == "applicable_fee_types":
+        item[extra] = list(venue.categories.get(term.stored[0], ()))
+    elif extra is not None:
+        item[extra] = term.extra
+    return item
+
+
+def date_ranges(request: Request) -> JSONResponse:
+    """The supplier's coverage as maximal contiguous periods, with the data types in each."""
+    account = bearer_account(request)
+    params.only(request, ())
+    dataset = current_dataset(request)
+    code = visible_venue(
+        dataset,
+        account,
+        request.path_params["supplier_name"],
+        BadRequest("invalid supplier name"),
+    )
+    ranges = [
+        {
+            "start_date": f"{run.starts.isoformat()}T00:00:00Z",
+            "end_date": f"{run.ends.isoformat()}T23:59:59Z",
+            "data_types": list(run.data_types),
+        }
+        for run in dataset.coverage.get(code, [])
+    ]
+    return JSONResponse({"success": True, "data": {"supplier": code, "date_ranges": ranges}})

@@ -1,0 +1,188 @@
+"""Routing, methods, error envelopes, key management and live version switches."""
+
+import json
+import shutil
+import threading
+from pathlib import Path
+
+import httpx
+import pytest
+
+from ingest.pipeline import run_ingest
+from service.__main__ import main as service_main
+from service.app import ENDPOINTS, PREFIXES
+from service.settings import Settings
+from tests.conftest import (
+    KEYS,
+    REGISTRY,
+    LiveServer,
+    exchange_headers,
+    fee_row,
+    supplier_headers,
+    write_raw,
+)
+
+
+def headers_for(path: str) -> dict[str, str]:
+    return supplier_headers() if "/suppliers/" in path else exchange_headers()
+
+
+ALL_PATHS = [
+    prefix + path.replace("{supplier_name}", "nasdaq") + slash
+    for path, _ in ENDPOINTS
+    for prefix in PREFIXES
+    for slash in ("", "/")
+]
+
+
+@pytest.mark.parametrize("path", ALL_PATHS)
+def test_every_endpoint_answers_under_both_path_forms_without_redirect(
+    client: httpx.Client, path: str
+) -> None:
+    response = client.get(path, headers=headers_for(path))
+    assert response.status_code == 200
+    assert response.headers["content-type"] == "application/json"
+
+
+@pytest.mark.parametrize("path", ALL_PATHS[::2])
+def test_head_answers_like_get_without_a_body(client: httpx.Client, path: str) -> None:
+    get = client.get(path, headers=headers_for(path))
+    head = client.head(path, headers=headers_for(path))
+    assert (head.status_code, head.content) == (200, b"")
+    assert head.headers["content-length"] == get.headers["content-length"]
+
+
+@pytest.mark.parametrize("method", ["POST", "PUT", "PATCH", "DELETE"])
+def test_other_methods_are_405_with_allow_and_a_family_body(
+    client: httpx.Client, method: str
+) -> None:
+    supplier = client.request(method, "/api/v1/suppliers/nasdaq/actions")
+    assert (supplier.status_code, supplier.json()) == (
+        405,
+        {"error": "Method Not Allowed", "message": "method not allowed; use GET or HEAD"},
+    )
+    assert set(supplier.headers["allow"].split(", ")) == {"GET", "HEAD"}
+    exchange = client.request(method, "/api/v1/exchanges/")
+    assert exchange.status_code == 405
+    assert exchange.json()["error"] == {
+        "code": "METHOD_NOT_ALLOWED",
+        "message": "method not allowed; use GET or HEAD",
+    }
+    assert set(exchange.headers["allow"].split(", ")) == {"GET", "HEAD"}
+
+
+@pytest.mark.parametrize(
+    ("path", "body"),
+    [
+        ("/api/v1/suppliers/nasdaq/volumes", {"error": "Not Found", "message": "not found"}),
+        ("/v1/suppliers/", {"error": "Not Found", "message": "not found"}),
+        ("/api/v1/nothing", {"error": {"code": "NOT_FOUND", "message": "not found"}}),
+        ("/api/v2/exchanges/", {"error": {"code": "NOT_FOUND", "message": "not found"}}),
+    ],
+)
+def test_unknown_paths_are_404_in_the_familys_envelope(
+    client: httpx.Client, path: str, body: dict[str, object]
+) -> None:
+    response = client.get(path, headers=supplier_headers())
+    payload = response.json()
+    payload.pop("meta", None)
+    assert (response.status_code, payload) == (404, body)
+
+
+def private_server(tmp_path: Path, accounts: Path) -> LiveServer:
+    write_raw(tmp_path / "raw" / "one.csv", [fee_row()])
+    run_ingest(tmp_path / "raw", tmp_path / "data", registry=REGISTRY)
+    settings = Settings(
+        data_dir=tmp_path / "data", accounts_file=accounts, version_poll_seconds=0.05
+    )
+    return LiveServer(settings)
+
+
+def test_an_unexpected_failure_is_500_in_the_envelope_without_internals(
+    tmp_path: Path, accounts_file: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    accounts = Path(shutil.copy(accounts_file, tmp_path / "accounts.json"))
+    with private_server(tmp_path, accounts) as live, httpx.Client(base_url=live.url) as http:
+        assert http.get("/api/v1/exchanges/", headers=exchange_headers()).status_code == 200
+        accounts.write_text("{ broken json", encoding="utf-8")
+        supplier = http.get("/api/v1/suppliers/nyse/actions", headers=supplier_headers())
+        exchange = http.get("/api/v1/exchanges/", headers=exchange_headers())
+        assert (supplier.status_code, supplier.json()) == (
+            500,
+            {"error": "Internal Server Error", "message": "internal error"},
+        )
+        assert exchange.status_code == 500
+        assert exchange.json()["error"] == {"code": "INTERNAL_ERROR", "message": "internal error"}
+        assert "JSONDecodeError" not in exchange.text + supplier.text
+        shutil.copy(accounts_file, accounts)
+        assert http.get("/api/v1/exchanges/", headers=exchange_headers()).status_code == 200
+    assert any("unhandled error" in record.message for record in caplog.records)
+
+
+def test_keys_are_issued_listed_and_revoked_with_immediate_effect(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    accounts = tmp_path / "accounts.json"
+    monkeypatch.setenv("FEES_ACCOUNTS_FILE", str(accounts))
+    assert service_main(["keys", "add", "--account", "desk", "--exchange", "nyse",
+                         "--registry", str(REGISTRY)]) == 0  # fmt: skip
+    key = capsys.readouterr().out.strip()
+    assert len(key) >= 32
+    assert key not in accounts.read_text()
+    assert service_main(["keys", "list"]) == 0
+    [listed] = json.loads(capsys.readouterr().out)
+    assert (listed["account"], listed["exchanges"], listed["revoked_at"]) == (
+        "desk",
+        ["nyse"],
+        None,
+    )
+    assert service_main(["keys", "add", "--account", "x", "--exchange", "lse",
+                         "--registry", str(REGISTRY)]) == 1  # fmt: skip
+    with private_server(tmp_path, accounts) as live, httpx.Client(base_url=live.url) as http:
+        venues = http.get("/api/v1/exchanges/", headers=exchange_headers(key)).json()["data"]
+        assert [venue["name"] for venue in venues] == ["nyse"]
+        assert service_main(["keys", "revoke", listed["id"]]) == 0
+        assert http.get("/api/v1/exchanges/", headers=exchange_headers(key)).status_code == 401
+    assert service_main(["keys", "revoke", listed["id"]]) == 1
+
+
+def test_a_new_version_is_served_without_restart_or_failed_requests(
+    tmp_path: Path, accounts_file: Path
+) -> None:
+    with private_server(tmp_path, accounts_file) as live, httpx.Client(base_url=live.url) as http:
+        failures: list[int] = []
+        stop = threading.Event()
+
+        def hammer() -> None:
+            with httpx.Client(base_url=live.url) as own:
+                for _ in range(5000):
+                    if stop.is_set():
+                        return
+                    status = own.get("/api/v1/exchanges/", headers=exchange_headers()).status_code
+                    if status != 200:
+                        failures.append(status)
+
+        thread = threading.Thread(target=hammer)
+        thread.start()
+        write_raw(
+            tmp_path / "raw" / "two.csv",
+            [fee_row(exchange="memx"), fee_row(exchange="nyse", fee_name="New")],
+        )
+        run_ingest(tmp_path / "raw", tmp_path / "data", registry=REGISTRY)
+        for _ in range(400):  # up to 20 s, far more than the watcher's 0.05 s poll needs
+            body = http.get("/api/v1/exchanges/", headers=exchange_headers()).json()
+            if [v["name"] for v in body["data"]] == ["memx", "nyse"]:
+                break
+            threading.Event().wait(0.05)
+        stop.set()
+        thread.join()
+        assert [(v["name"], v["record_count"]) for v in body["data"]] == [("memx", 1), ("nyse", 2)]
+        assert failures == []
+
+
+def test_content_type_json_on_get_is_accepted(client: httpx.Client) -> None:
+    response = client.get(
+        "/v1/suppliers/nyse/fee-types",
+        headers={"Authorization": f"Bearer {KEYS['full']}", "Content-Type": "application/json"},
+    )
+    assert response.status_code == 200
