@@ -4,6 +4,7 @@ import logging
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from pathlib import Path
 
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
@@ -32,15 +33,22 @@ ENDPOINTS: list[tuple[str, Callable[[Request], Response]]] = [
     ("/exchanges", exchanges.list_exchanges),
 ]
 PREFIXES = ("/api/v1", "/v1")
+OPENAPI_FILE = Path(__file__).with_name("openapi.json")
 
 
 def routes() -> list[Route]:
+    document = OPENAPI_FILE.read_bytes()
+
+    def openapi(request: Request) -> Response:
+        """The OpenAPI 3.1 document (no key needed: it describes, it holds no data)."""
+        return Response(document, media_type="application/json")
+
     return [
         Route(prefix + path + slash, endpoint, methods=["GET", "HEAD"])
         for path, endpoint in ENDPOINTS
         for prefix in PREFIXES
         for slash in ("", "/")
-    ]
+    ] + [Route(prefix + "/openapi.json", openapi, methods=["GET", "HEAD"]) for prefix in PREFIXES]
 
 
 def create_app(settings: Settings | None = None) -> Starlette:

@@ -1,0 +1,35 @@
+"""The documentation pages list exactly the columns and values the code enforces."""
+
+import re
+from pathlib import Path
+
+from ingest.schema import FEE_COLUMNS, RAW_COLUMNS, REQUIRED, VOCABULARIES
+
+DOCS = Path(__file__).parent.parent / "docs"
+
+
+def table_rows(page: str) -> dict[str, list[str]]:
+    rows = {}
+    for line in (DOCS / page).read_text(encoding="utf-8").splitlines():
+        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+        if line.startswith("| `") and len(cells) > 2:
+            rows[cells[0].strip("`")] = cells
+    return rows
+
+
+def test_raw_format_page_lists_every_column_in_order_with_required_flags() -> None:
+    rows = table_rows("raw-format.md")
+    columns = [name for name in rows if name in RAW_COLUMNS]
+    assert columns == list(RAW_COLUMNS)
+    assert {name for name in RAW_COLUMNS if rows[name][1] == "yes"} == REQUIRED
+
+
+def test_raw_format_page_lists_every_vocabulary_value() -> None:
+    rows = table_rows("raw-format.md")
+    for column, values in VOCABULARIES.items():
+        assert sorted(re.findall(r"`([a-z_]+)`", rows[column][2])) == sorted(values), column
+
+
+def test_dataset_page_lists_every_published_column_with_its_type() -> None:
+    rows = table_rows("dataset.md")
+    assert [(name, rows[name][1]) for name, _ in FEE_COLUMNS] == list(FEE_COLUMNS)
