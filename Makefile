@@ -51,10 +51,10 @@ sample: setup ## Regenerate the embedded dataset data/raw from data/facts
 	$(PY) -m ingest.sample
 
 bench-ingest: setup ## Ingest throughput vs a plain DuckDB COPY, and peak memory
-	$(PY) -m bench.ingest
+	$(PY) -m ingest.bench
 
 bench: setup ## HTTP benchmarks (wrk) at 100k, 1M and 10M records
-	$(PY) -m bench.http
+	$(PY) -m service.bench
 
 clean: ## Remove the venv, caches and generated data (not data/raw)
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache $(DATA) data/synth .bench

@@ -1,0 +1,483 @@
+"""Deterministic synthetic raw fee CSVs at benchmark scale (100k to 10M rows).
+
+Run as::
+
+    python -m ingest.synth --rows N --out DIR [--seed 42] [--registry data/exchanges.csv]
+                           [--rows-per-file 1000000]
+
+and it writes ``DIR/synth-0000.csv``, ``DIR/synth-0001.csv``, ... in the raw format of
+``docs/raw-format.md``: the documented header on every file, every row valid under the
+documented rules, no two rows identical (``fee_name`` carries the global row number).
+
+All generation happens inside DuckDB: ``range()`` supplies the row numbers and every "random"
+choice is an integer hash of (row number, seed, column salt), so the same arguments give
+byte-identical files however many threads DuckDB uses. ``random()``/``setseed()`` are avoided
+on purpose: their sequence depends on how parallel execution splits the work. Rows stream from
+SQL straight into ``COPY``, one statement per output file, so no Python object per row exists.
+
+The shape mimics real schedules, because date-filter and rollup benchmarks depend on it:
+
+* venues come from the registry, mildly skewed (the first venues by code get several times
+  the rows of the last), and ``fee_type`` is only ever one of the venue's asset classes;
+* categories, actions and participants are skewed, not uniform; optional columns are
+  sometimes empty; ``symbol_type``/``trade_type`` are filled almost only on option rows;
+* ``effective_start`` is one of 96 schedule boundaries (the first of each month 2019-01 to
+  2026-12, weighted towards recent months); ``effective_end`` is empty for ~30 % of rows and
+  otherwise the day before a later boundary (1 to 24 months later, at most 2026-12-31);
+* amounts are printed as in real schedules (``$0.0030``, ``($0.0020)``, ``$1,500.00``) with
+  ~5 % non-plain forms (``0.30% of TDV``, ``Free``, ``$0.10 - $0.25``);
+* some text fields contain commas or double quotes so CSV quoting is exercised.
+"""
+
+import argparse
+import os
+import re
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import duckdb
+
+from ingest.errors import IngestError
+from ingest.registry import load_registry
+
+DEFAULT_REGISTRY = Path("data/exchanges.csv")
+DEFAULT_ROWS_PER_FILE = 1_000_000
+DEFAULT_SEED = 42
+
+# Four-digit file numbers sort correctly as text (the ingest reads files in sorted path order),
+# so the number of files is capped where a fifth digit would be needed.
+MAX_FILES = 10_000
+# Keeps the row-number hash key (row * 2654435761 + seed * 40503) inside DuckDB's BIGINT.
+MAX_ROWS = 2**31 - 1
+SEED_MODULUS = 2**32
+
+FILE_NAME_PATTERN = re.compile(r"synth-\d{4}\.csv")
+
+# Hash helpers, created once per connection. synth_step is one round of a 32-bit
+# xor-shift-multiply mixer; every product stays below 2**32 * 73244475 < 2**63, so plain BIGINT
+# arithmetic never overflows and no floating point or random() is involved.
+# synth_h(k, salt) gives an independent-looking 32-bit value per column salt for row key k.
+MACROS_SQL = """
+CREATE OR REPLACE TEMP MACRO synth_step(x) AS (xor(x >> 16, x) * 73244475) % 4294967296;
+CREATE OR REPLACE TEMP MACRO synth_h(k, salt) AS
+    synth_step(synth_step(synth_step((k + salt * 2246822519) % 4294967296)));
+CREATE OR REPLACE TEMP MACRO synth_money(cents) AS
+    '$' || format('{:,}', cents // 100) || '.' || lpad((cents % 100)::VARCHAR, 2, '0');
+CREATE OR REPLACE TEMP MACRO synth_boundary(b) AS make_date(2019 + b // 12, 1 + b % 12, 1);
+"""
+
+# The row numbers of one output file, $start (inclusive) to $stop (exclusive) of the global
+# numbering. They go through a table because range() is a single-threaded source: scanning a
+# table lets DuckDB run the (CPU-bound) generation below on every core.
+IDS_SQL = """
+CREATE OR REPLACE TEMP TABLE synth_ids AS SELECT range AS i FROM range($start, $stop)
+"""
+
+# One output file: the rows numbered in synth_ids.
+# $codes/$fee_types/$names are parallel lists of the (venue, asset class) pairs allowed by the
+# registry; $seed is already reduced modulo 2**32.
+# Percent thresholds in the CASEs are cumulative, which is what makes the draws skewed.
+COPY_SQL = """
+COPY (
+WITH keyed AS (
+    SELECT i, (i * 2654435761 + $seed * 40503) % 4294967296 AS k
+    FROM synth_ids
+),
+drawn AS (
+    -- Six hashes per row; each yields several draws from disjoint decimal digit ranges,
+    -- which is independent enough for benchmark data and a third of the cost of one hash
+    -- per column.
+    SELECT
+        i,
+        h1 % 1000000 AS u_venue,
+        1 + (h1 // 1000000) % 48 AS page_number,
+        h2 % 100 AS u_category,
+        (h2 // 100) % 100 AS u_action,
+        (h2 // 10000) % 100 AS u_participant,
+        (h2 // 1000000) % 100 AS u_label,
+        h3 % 100 AS u_symbol_class,
+        (h3 // 100) % 100 AS u_symbol_type,
+        (h3 // 10000) % 100 AS u_trade_type,
+        (h3 // 1000000) % 100 AS u_basis,
+        h4 % 100 AS u_form,
+        (h4 // 100) % 100 AS u_tier,
+        (h4 // 10000) % 100 AS u_conditions,
+        (h4 // 1000000) % 100 AS u_notes,
+        h5 % 1000000 AS u_figure,
+        (h5 // 1000000) % 2 = 0 AS u_rebate,
+        -- floor(sqrt(uniform on [0, 96^2))) has a density rising linearly with the boundary,
+        -- so recent schedules hold more rows than old ones, as in a growing archive. sqrt is
+        -- correctly rounded, so this is exact and platform-independent for integers < 9216.
+        floor(sqrt(h6 % 9216))::BIGINT AS start_boundary,
+        (h6 // 9216) % 100 AS u_open_ended,
+        (h6 // 921600) % 24 AS extra_months
+    FROM (
+        SELECT
+            i,
+            synth_h(k, 1) AS h1,
+            synth_h(k, 2) AS h2,
+            synth_h(k, 3) AS h3,
+            synth_h(k, 4) AS h4,
+            synth_h(k, 5) AS h5,
+            synth_h(k, 6) AS h6
+        FROM keyed
+    )
+),
+paired AS (
+    SELECT
+        *,
+        -- Half the rows pick a pair uniformly, half by a squared uniform draw on [0, 1),
+        -- which front-loads the list: the first pairs (by code) get several times the rows of
+        -- the last, a mild skew like busy venues' longer schedules. v^2 * pairs < 10^12 * pairs
+        -- stays far inside BIGINT.
+        CASE
+            WHEN u_venue < 500000 THEN 1 + 2 * u_venue * len($codes) // 1000000
+            ELSE 1 + (2 * u_venue - 1000000) * (2 * u_venue - 1000000) * len($codes)
+                // 1000000000000
+        END AS pair
+    FROM drawn
+),
+venue AS (
+    SELECT
+        *,
+        $codes[pair] AS exchange,
+        $fee_types[pair] AS fee_type,
+        $names[pair] AS display_name,
+        CASE
+            WHEN u_category < 55 THEN 'fees_and_rebates'
+            WHEN u_category < 67 THEN 'port_fees_and_other_services'
+            WHEN u_category < 77 THEN 'market_data_fees'
+            WHEN u_category < 87 THEN 'participant_fee'
+            WHEN u_category < 95 THEN 'legal_regulatory_fee'
+            ELSE 'general_provisions'
+        END AS fee_category
+    FROM paired
+),
+classified AS (
+    SELECT
+        *,
+        CASE
+            WHEN fee_category <> 'fees_and_rebates' THEN
+                CASE WHEN u_action < 92 THEN 'other' ELSE 'take' END
+            WHEN u_action < 40 THEN 'make'
+            WHEN u_action < 78 THEN 'take'
+            WHEN u_action < 90 THEN 'routed'
+            WHEN u_action < 97 THEN 'open'
+            ELSE 'other'
+        END AS action,
+        CASE
+            WHEN u_participant < 30 THEN 'all'
+            WHEN u_participant < 50 THEN 'customer'
+            WHEN u_participant < 65 THEN 'market_maker'
+            WHEN u_participant < 75 THEN 'broker_dealer'
+            WHEN u_participant < 83 THEN 'firm'
+            WHEN u_participant < 90 THEN 'professional'
+            WHEN u_participant < 95 THEN 'away_market_maker'
+            ELSE 'other'
+        END AS participant,
+        CASE
+            WHEN u_symbol_class < 35 THEN NULL
+            WHEN u_symbol_class < 60 THEN 'all'
+            WHEN u_symbol_class < 72 THEN 'equity_class'
+            WHEN u_symbol_class < 82 THEN 'etf'
+            WHEN u_symbol_class < 86 THEN 'etn'
+            WHEN u_symbol_class < 92 AND fee_type = 'option' THEN 'index'
+            ELSE 'not_applicable'
+        END AS symbol_classification,
+        -- Penny/non-penny and simple/complex are option concepts: equity rows leave them
+        -- empty except for an occasional explicit not_applicable.
+        CASE
+            WHEN fee_type = 'equity' THEN
+                CASE WHEN u_symbol_type < 10 THEN 'not_applicable' END
+            WHEN u_symbol_type < 15 THEN NULL
+            WHEN u_symbol_type < 50 THEN 'penny'
+            WHEN u_symbol_type < 80 THEN 'non_penny'
+            WHEN u_symbol_type < 95 THEN 'both'
+            ELSE 'not_applicable'
+        END AS symbol_type,
+        CASE
+            WHEN fee_type = 'equity' THEN
+                CASE WHEN u_trade_type < 10 THEN 'not_applicable' END
+            WHEN u_trade_type < 10 THEN NULL
+            WHEN u_trade_type < 45 THEN 'simple_order'
+            WHEN u_trade_type < 70 THEN 'complex_order'
+            WHEN u_trade_type < 85 THEN 'multiply_traded_options'
+            WHEN u_trade_type < 95 THEN 'index_options'
+            ELSE 'not_applicable'
+        END AS trade_type,
+        -- Whole dollars for flat fees, cents for per-contract fees, ten-thousandths of a
+        -- dollar (mils) for per-share fees: the three magnitudes real schedules print.
+        CASE
+            WHEN fee_category = 'fees_and_rebates' AND fee_type = 'equity' THEN
+                '$0.' || lpad((1 + u_figure % 35)::VARCHAR, 4, '0')
+            WHEN fee_category = 'fees_and_rebates' THEN synth_money(1 + u_figure % 130)
+            WHEN fee_category = 'legal_regulatory_fee' THEN synth_money(100 + u_figure % 4900)
+            WHEN fee_category = 'port_fees_and_other_services' THEN
+                synth_money(100 * (50 + 50 * (u_figure % 100)))
+            WHEN fee_category = 'market_data_fees' THEN
+                synth_money(100 * (5 + 25 * (u_figure % 1000)))
+            WHEN fee_category = 'participant_fee' THEN
+                synth_money(100 * (500 + 250 * (u_figure % 200)))
+            ELSE synth_money(100 * (100 + 100 * (u_figure % 100)))
+        END AS plain_amount,
+        -- Adding liquidity earns a rebate on about half of the make lines.
+        action = 'make' AND u_rebate AS is_rebate
+    FROM venue
+),
+dated AS (
+    SELECT
+        *,
+        synth_boundary(start_boundary) AS start_date,
+        CASE
+            WHEN u_open_ended >= 30 THEN
+                synth_boundary(least(start_boundary + 1 + extra_months, 96)) - 1
+        END AS end_date
+    FROM classified
+)
+SELECT
+    exchange,
+    fee_type,
+    fee_category,
+    action,
+    participant,
+    symbol_classification,
+    symbol_type,
+    trade_type,
+    CASE fee_category
+        WHEN 'fees_and_rebates' THEN
+            CASE action
+                WHEN 'make' THEN ['Add Liquidity', 'Add Liquidity, Displayed',
+                                  'Add Liquidity, Non-Displayed', 'Posting Credit'][1 + u_label % 4]
+                WHEN 'take' THEN ['Remove Liquidity', 'Remove Liquidity, Tape C',
+                                  'Take Fee'][1 + u_label % 3]
+                WHEN 'routed' THEN ['Routed to Away Market', 'Routed, Destination Specific'
+                                    ][1 + u_label % 2]
+                WHEN 'open' THEN ['Opening Auction', 'Opening Cross'][1 + u_label % 2]
+                ELSE ['Closing Auction', 'Midpoint Execution'][1 + u_label % 2]
+            END
+        WHEN 'port_fees_and_other_services' THEN
+            ['Logical Port', 'FIX Port, Order Entry', 'Drop Copy Port', 'Cross-Connect, 10Gb'
+             ][1 + u_label % 4]
+        WHEN 'market_data_fees' THEN
+            ['Depth of Book Feed', 'Top of Book, Internal Distribution',
+             'Non-Display Usage'][1 + u_label % 3]
+        WHEN 'participant_fee' THEN
+            ['Membership Fee', 'Trading Permit', 'Application Fee, One-Time'][1 + u_label % 3]
+        WHEN 'legal_regulatory_fee' THEN
+            ['Section 31 Fee', 'Options Regulatory Fee', 'CAT Fee'][1 + u_label % 3]
+        ELSE ['Billing Dispute Filing', 'Late Payment Charge'][1 + u_label % 2]
+    END || ' #' || i AS fee_name,
+    -- u_form < 5: the ~5 % of lines that are not a plain money figure.
+    CASE
+        WHEN u_form < 2 THEN '0.' || lpad((5 + u_figure % 91)::VARCHAR, 2, '0') || '% of TDV'
+        WHEN u_form < 4 THEN 'Free'
+        WHEN u_form < 5 THEN
+            '$0.' || lpad((5 + u_figure % 46)::VARCHAR, 2, '0') || ' - $0.'
+                || lpad((55 + u_figure % 45)::VARCHAR, 2, '0')
+        WHEN is_rebate THEN '(' || plain_amount || ')'
+        ELSE plain_amount
+    END AS fee_amount,
+    CASE
+        WHEN u_basis < 8 THEN NULL
+        WHEN fee_category = 'fees_and_rebates' AND fee_type = 'equity' THEN
+            CASE WHEN u_basis < 90 THEN 'per share' ELSE 'per share executed' END
+        WHEN fee_category = 'fees_and_rebates' THEN
+            CASE WHEN u_basis < 85 THEN 'per contract' ELSE 'per contract, per side' END
+        WHEN fee_category = 'port_fees_and_other_services' THEN
+            CASE WHEN u_basis < 60 THEN 'per port' WHEN u_basis < 80 THEN 'per port, per month'
+                 ELSE 'per month' END
+        WHEN fee_category = 'market_data_fees' THEN
+            CASE WHEN u_basis < 60 THEN 'per month' ELSE 'per user per month' END
+        WHEN fee_category = 'participant_fee' THEN
+            CASE WHEN u_basis < 70 THEN 'per month' ELSE 'per year' END
+        WHEN fee_category = 'legal_regulatory_fee' THEN
+            CASE WHEN fee_type = 'option' THEN 'per contract' ELSE 'per $1M of sales' END
+        ELSE 'per occurrence'
+    END AS fee_basis,
+    CASE
+        WHEN u_tier < 55 OR fee_category <> 'fees_and_rebates' THEN NULL
+        WHEN u_tier < 70 THEN 'Tier ' || (1 + u_tier % 4)
+        WHEN u_tier < 80 THEN 'Base'
+        WHEN fee_type = 'equity' THEN
+            'ADV >= ' || format('{:,}', 500000 * (1 + u_tier % 8)) || ' shares'
+        ELSE 'ADV >= ' || format('{:,}', 25000 * (1 + u_tier % 8)) || ' contracts'
+    END AS volume_tier,
+    CASE
+        WHEN u_conditions < 65 THEN NULL
+        WHEN u_conditions < 75 THEN 'Applies to displayed orders'
+        WHEN u_conditions < 83 THEN 'Securities priced at or above $1.00'
+        WHEN u_conditions < 90 THEN 'Non-displayed, midpoint peg orders'
+        WHEN u_conditions < 95 THEN 'Member must be registered as a "Market Maker"'
+        ELSE 'Excludes Retail Orders, MOC and LOC'
+    END AS conditions,
+    CASE
+        WHEN u_notes < 70 THEN NULL
+        ELSE 'Synthetic row ' || i || '; illustrative figure'
+    END AS notes,
+    strftime(start_date, '%Y-%m-%d') AS effective_start,
+    strftime(end_date, '%Y-%m-%d') AS effective_end,
+    -- "<venue> Fee Schedule, effective March 1, 2024": the comma forces quoting.
+    display_name || ' Fee Schedule, effective '
+        || ['January', 'February', 'March', 'April', 'May', 'June', 'July', 'August',
+            'September', 'October', 'November', 'December'][month(start_date)]
+        || ' 1, ' || year(start_date) AS source_document,
+    'https://fees.example.com/' || lower(exchange) || '/' || fee_type || '-fee-schedule-'
+        || strftime(start_date, '%Y-%m') || '.pdf' AS source_url,
+    page_number
+FROM dated
+-- Explicit order by the row number keeps files byte-identical with any thread count.
+ORDER BY i
+) TO $path (HEADER, DELIMITER ',')
+"""
+
+
+@dataclass(frozen=True)
+class VenueClass:
+    """One (venue, asset class) pair the registry allows rows for."""
+
+    code: str
+    fee_type: str
+    display_name: str
+
+
+def venue_classes(registry: Path) -> list[VenueClass]:
+    """The registry's (venue, asset class) pairs, by code then asset class.
+
+    The ingest's own loader checks the registry, so synth accepts exactly the registries the
+    ingest does; its sorted order makes the output independent of the file's row order.
+    """
+    return [
+        VenueClass(venue.code, fee_type, venue.display_name)
+        for venue in load_registry(registry)
+        for fee_type in venue.asset_classes
+    ]
+
+
+def file_name(index: int) -> str:
+    """Name of the index-th output file."""
+    return f"synth-{index:04d}.csv"
+
+
+def plan_files(rows: int, rows_per_file: int) -> list[tuple[int, int]]:
+    """Split row numbers 0..rows-1 into [start, stop) ranges of at most rows_per_file."""
+    return [(start, min(start + rows_per_file, rows)) for start in range(0, rows, rows_per_file)]
+
+
+def remove_stale_files(out: Path, keep: int) -> None:
+    """Delete synth-NNNN.csv files numbered keep or above, left by an earlier, larger run.
+
+    Without this a smaller run into the same directory would leave old rows for the ingest.
+    """
+    for path in out.glob("synth-*.csv"):
+        if FILE_NAME_PATTERN.fullmatch(path.name) and int(path.name[6:10]) >= keep:
+            path.unlink()
+
+
+def write_file(
+    con: duckdb.DuckDBPyConnection,
+    target: Path,
+    rows: tuple[int, int],
+    seed: int,
+    venues: Sequence[VenueClass],
+) -> None:
+    """Write one CSV file holding global rows [start, stop).
+
+    COPY goes to a temporary name first and is then renamed, so an interrupted run never
+    leaves a truncated *.csv that the ingest would reject as malformed.
+    """
+    partial = target.with_name(target.name + ".part")
+    con.execute(IDS_SQL, {"start": rows[0], "stop": rows[1]})
+    con.execute(
+        COPY_SQL,
+        {
+            "seed": seed % SEED_MODULUS,
+            "codes": [venue.code for venue in venues],
+            "fee_types": [venue.fee_type for venue in venues],
+            "names": [venue.display_name for venue in venues],
+            "path": str(partial),
+        },
+    )
+    os.replace(partial, target)
+
+
+def generate(
+    rows: int,
+    out: Path,
+    *,
+    seed: int = DEFAULT_SEED,
+    registry: Path = DEFAULT_REGISTRY,
+    rows_per_file: int = DEFAULT_ROWS_PER_FILE,
+    threads: int | None = None,
+) -> list[Path]:
+    """Write rows synthetic rows into out/synth-NNNN.csv and return the files written."""
+    if not 1 <= rows <= MAX_ROWS:
+        raise ValueError(f"--rows must be between 1 and {MAX_ROWS}")
+    if rows_per_file < 1:
+        raise ValueError("--rows-per-file must be at least 1")
+    if (rows + rows_per_file - 1) // rows_per_file > MAX_FILES:
+        raise ValueError(f"more than {MAX_FILES} files: raise --rows-per-file")
+    venues = venue_classes(registry)
+    if not venues:
+        raise ValueError(f"{registry}: no venues to write rows for")
+    out.mkdir(parents=True, exist_ok=True)
+    ranges = plan_files(rows, rows_per_file)
+    remove_stale_files(out, keep=len(ranges))
+    written: list[Path] = []
+    # threads only matters to tests (the output is the same for any value) and to benchmarks.
+    config: dict[str, str | bool | int | float | list[str]] = {}
+    if threads is not None:
+        config["threads"] = threads
+    with duckdb.connect(config=config) as con:
+        con.execute(MACROS_SQL)
+        for index, span in enumerate(ranges):
+            target = out / file_name(index)
+            write_file(con, target, span, seed, venues)
+            written.append(target)
+    return written
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    """Command-line arguments."""
+    parser = argparse.ArgumentParser(
+        prog="python -m ingest.synth",
+        description="Write deterministic synthetic raw fee CSVs for benchmarks.",
+    )
+    parser.add_argument("--rows", type=int, required=True, help="total rows to write")
+    parser.add_argument("--out", type=Path, required=True, help="output directory")
+    parser.add_argument(
+        "--seed", type=int, default=DEFAULT_SEED, help="used modulo 2**32; default: %(default)s"
+    )
+    parser.add_argument(
+        "--registry", type=Path, default=DEFAULT_REGISTRY, help="default: %(default)s"
+    )
+    parser.add_argument(
+        "--rows-per-file", type=int, default=DEFAULT_ROWS_PER_FILE, help="default: %(default)s"
+    )
+    return parser.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point: generate, then print one summary line."""
+    args = parse_args(argv)
+    started = time.perf_counter()
+    try:
+        files = generate(
+            args.rows,
+            args.out,
+            seed=args.seed,
+            registry=args.registry,
+            rows_per_file=args.rows_per_file,
+        )
+    except (ValueError, OSError, IngestError, duckdb.Error) as error:
+        print(f"synth: error: {error}", file=sys.stderr)
+        return 1
+    seconds = time.perf_counter() - started
+    print(f"wrote {args.rows} rows in {len(files)} files to {args.out} in {seconds:.1f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
