@@ -9,18 +9,12 @@ from typing import Final
 
 import duckdb
 
-from ingest.schema import FEE_COLUMNS, RAW_COLUMNS
+from ingest.schema import FEE_COLUMNS
 from ingest.stage import JOIN_LINES, LINE_OF_ROW, sql_string
 
 # A plain money figure: `$0.0030`, `($0.0020)`, `-$0.25`, `$1,500.00` (docs/raw-format.md).
 MONEY: Final = r"(?:[0-9]{1,3}(?:,[0-9]{3})+|[0-9]{1,12})(?:\.[0-9]{1,8})?"
 PLAIN_MONEY: Final = rf"\(\${MONEY}\)|-?\${MONEY}"
-
-RECORD_ID: Final = f"""regexp_replace(
-    md5(to_json([{", ".join(RAW_COLUMNS)}])),
-    '^(.{{8}})(.{{4}})(.{{4}})(.{{4}})(.{{12}})$',
-    '\\1-\\2-\\3-\\4-\\5'
-)"""
 
 AMOUNT: Final = f"""CASE WHEN regexp_full_match(fee_amount, '{PLAIN_MONEY}') THEN
     CAST(
@@ -36,7 +30,6 @@ END"""
 
 # What each published column is made of; columns not listed are copied as they are.
 DERIVED: Final = {
-    "record_id": "record_id",
     "amount": AMOUNT,
     "currency": f"CASE WHEN regexp_full_match(fee_amount, '{PLAIN_MONEY}') THEN 'USD' END",
     "unit": UNIT,
@@ -49,20 +42,30 @@ DERIVED: Final = {
     "ingested_at": "coalesce(previous.ingested_at, CAST($ingested_at AS TIMESTAMPTZ))",
 }
 
-SELECT_FEES: Final = f"""
-WITH valid AS (
-    SELECT rowid AS row_no, *, {RECORD_ID} AS record_id
+# Exact duplicates share a content id; all but the first row of each are dropped. (Identical
+# rows break identical rules, so a duplicate group is either wholly rejected or wholly kept.)
+FIND_LATER_DUPLICATES: Final = """
+CREATE TABLE later_duplicates AS
+SELECT staged.rowid AS row_no
+FROM staged
+JOIN (
+    SELECT record_id, min(rowid) AS first_row
     FROM staged
-    WHERE rowid NOT IN (SELECT row_no FROM problems)
-),
-first_seen AS (
-    SELECT *
-    FROM valid
-    QUALIFY row_number() OVER (PARTITION BY record_id ORDER BY row_no) = 1
-)
+    GROUP BY record_id
+    HAVING count(*) > 1
+) AS repeated USING (record_id)
+WHERE staged.rowid > repeated.first_row
+"""
+
+SELECT_FEES: Final = f"""
 SELECT
     {", ".join(f"{DERIVED.get(name, name)} AS {name}" for name, _ in FEE_COLUMNS)}
-FROM first_seen
+FROM (
+    SELECT rowid AS row_no, *
+    FROM staged
+    WHERE rowid NOT IN (SELECT row_no FROM problems)
+    AND rowid NOT IN (SELECT row_no FROM later_duplicates)
+) AS located
 {JOIN_LINES}
 LEFT JOIN previous USING (record_id)
 ORDER BY exchange, fee_type, effective_start, record_id
@@ -97,6 +100,7 @@ COPY ({SELECT_FEES}) TO {sql_string(str(target))} (
     COMPRESSION zstd,
     ROW_GROUP_SIZE 100000
 )"""
+    con.execute(FIND_LATER_DUPLICATES)
     row = con.execute(copy, {"version_id": version_id, "ingested_at": ingested_at}).fetchall()
     return int(row[0][0])
 
