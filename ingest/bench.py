@@ -33,9 +33,6 @@ con.execute(
 )
 """
 
-MARK_START = "<!-- bench-ingest:start -->"
-MARK_END = "<!-- bench-ingest:end -->"
-
 
 def ensure_synth(rows: int, registry: Path) -> Path:
     out = Path("data/synth") / str(rows)
@@ -116,7 +113,7 @@ def main(argv: list[str] | None = None) -> int:
     }
     table = report(result)
     print(table)
-    write_section(args.doc, table)
+    write_section(args.doc, table, marker="bench-ingest", title="Ingest (`make bench-ingest`)")
     print(json.dumps(result))
     return 0
 
@@ -141,14 +138,16 @@ def report(result: dict[str, object]) -> str:
     )
 
 
-def write_section(doc: Path, table: str) -> None:
-    text = doc.read_text(encoding="utf-8") if doc.exists() else ""
-    section = f"{MARK_START}\n{table}\n{MARK_END}"
-    if MARK_START in text:
-        before, rest = text.split(MARK_START, 1)
-        text = before + section + rest.split(MARK_END, 1)[1]
+def write_section(doc: Path, table: str, *, marker: str, title: str) -> None:
+    """Replace the results between `<!-- marker:start -->` and `<!-- marker:end -->`."""
+    start, end = f"<!-- {marker}:start -->", f"<!-- {marker}:end -->"
+    text = doc.read_text(encoding="utf-8") if doc.exists() else "# Benchmarks\n"
+    section = f"{start}\n{table}\n{end}"
+    if start in text:
+        before, rest = text.split(start, 1)
+        text = before + section + rest.split(end, 1)[1]
     else:
-        text += f"\n## Ingest (`make bench-ingest`)\n\n{section}\n"
+        text += f"\n## {title}\n\n{section}\n"
     doc.write_text(text, encoding="utf-8")
 
 

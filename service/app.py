@@ -125,12 +125,27 @@ class ErrorBoundary:
 
 
 class Timing:
-    """Stamps each request's arrival, so `query_time_ms` measures the whole answer."""
+    """Stamps each request's arrival, so `query_time_ms` measures the whole answer, and reports
+    the server's own time in a `Server-Timing` header (what benchmarks and browsers read)."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http":
-            scope.setdefault("state", {})["started"] = time.perf_counter()
-        await self.app(scope, receive, send)
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = time.perf_counter()
+        scope.setdefault("state", {})["started"] = started
+
+        async def timed_send(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                duration = (time.perf_counter() - started) * 1000
+                headers = [
+                    *message.get("headers", []),
+                    (b"server-timing", b"app;dur=%.3f" % duration),
+                ]
+                message = {**message, "headers": headers}
+            await send(message)
+
+        await self.app(scope, receive, timed_send)
