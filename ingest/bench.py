@@ -26,6 +26,7 @@ PLAIN_COPY = """
 import sys, duckdb
 con = duckdb.connect()
 con.execute("SET memory_limit = '1GB'")
+con.execute("SET temp_directory = '" + sys.argv[2].replace("'", "''") + ".spill'")
 con.execute(
     "COPY (SELECT * FROM read_csv($files, header = true, all_varchar = true)) "
     "TO '" + sys.argv[2].replace("'", "''") + "' (FORMAT parquet, PARTITION_BY (exchange))",

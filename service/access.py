@@ -12,20 +12,22 @@ EXCHANGE_KEY_HEADER = "x-service-api-access-key"
 def bearer_account(request: Request) -> Account:
     """The supplier family's caller, from `Authorization: Bearer <key>`."""
     scheme, _, key = request.headers.get("authorization", "").partition(" ")
-    return _account(request, key.strip() if scheme.lower() == "bearer" else None)
+    bearer = key.strip() if scheme.lower() == "bearer" else None
+    return _account(request, bearer, "invalid or missing API key")  # spec 7.1
 
 
 def key_header_account(request: Request) -> Account:
     """The exchange family's caller, from the `x-service-api-access-key` header."""
-    return _account(request, request.headers.get(EXCHANGE_KEY_HEADER))
+    key = request.headers.get(EXCHANGE_KEY_HEADER)
+    return _account(request, key, "missing or invalid API key")  # spec 7.2
 
 
-def _account(request: Request, key: str | None) -> Account:
+def _account(request: Request, key: str | None, message: str) -> Account:
     keystore: Keystore = request.app.state.keystore
     account = keystore.authenticate(key)
     if account is None:
         # Missing, unknown and revoked keys get the same answer.
-        raise Unauthorized("invalid or missing API key")
+        raise Unauthorized(message)
     return account
 
 

@@ -48,7 +48,11 @@ def routes() -> list[Route]:
         for path, endpoint in ENDPOINTS
         for prefix in PREFIXES
         for slash in ("", "/")
-    ] + [Route(prefix + "/openapi.json", openapi, methods=["GET", "HEAD"]) for prefix in PREFIXES]
+    ] + [
+        Route(prefix + "/openapi.json" + slash, openapi, methods=["GET", "HEAD"])
+        for prefix in PREFIXES
+        for slash in ("", "/")
+    ]
 
 
 def create_app(settings: Settings | None = None) -> Starlette:

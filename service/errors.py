@@ -3,8 +3,10 @@
     ApiError                      status, a short label, a message, optional details
      +-- Unauthorized      401    missing, unknown or revoked key (indistinguishable)
      +-- BadRequest        400    a parameter is malformed (InvalidDate, UnknownParameter, ...)
+     +-- Forbidden         403    a named venue exists but is outside the key's scope
      +-- NotFound          404    unknown supplier or path (or one outside the key's scope)
      +-- MethodNotAllowed  405
+     +-- ValidationError   422    exchange family: every bad parameter, listed in `details`
      +-- Unavailable       503    no dataset version is loaded yet
 
 Handlers raise these; `render` turns any of them into the family's documented body. Anything
@@ -44,6 +46,10 @@ class BadRequest(ApiError):
     status, label, code = 400, "Bad Request", "BAD_REQUEST"
 
 
+class Forbidden(ApiError):
+    status, label, code = 403, "Forbidden", "FORBIDDEN"
+
+
 class NotFound(ApiError):
     status, label, code = 404, "Not Found", "NOT_FOUND"
 
@@ -54,6 +60,10 @@ class MethodNotAllowed(ApiError):
     def __init__(self, allowed: str) -> None:
         super().__init__("method not allowed; use GET or HEAD")
         self.headers = {"Allow": allowed}
+
+
+class ValidationError(ApiError):
+    status, label, code = 422, "Unprocessable Entity", "VALIDATION_ERROR"
 
 
 class Unavailable(ApiError):

@@ -1,11 +1,13 @@
 """Reading query parameters strictly: a value that is not exactly right is a 400 naming it."""
 
 import re
+from collections.abc import Iterable
 from datetime import date
+from typing import Any
 
 from starlette.requests import Request
 
-from service.errors import BadRequest, invalid_date
+from service.errors import BadRequest, ValidationError, invalid_date
 
 DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
 
@@ -43,3 +45,92 @@ def date_window(request: Request) -> tuple[date | None, date | None]:
             {"field": "end_date", "reason": "end_date is before start_date"},
         )
     return start, end
+
+
+class Query:
+    """The exchange family's parameters: every problem is collected, then one 422 names all.
+
+    Each reader returns a usable default for a bad value so reading can go on; `check()` raises
+    `ValidationError` with `details` = one `{field, message, allowed?}` per offending parameter.
+    """
+
+    def __init__(self, request: Request, accepted: tuple[str, ...]) -> None:
+        self._params = request.query_params
+        self.problems: list[dict[str, Any]] = []
+        for name in self._params:
+            if name not in accepted:
+                self.fail(name, "unknown parameter", sorted(accepted))
+
+    def fail(self, field: str, message: str, allowed: Any = None) -> None:
+        problem: dict[str, Any] = {"field": field, "message": message}
+        if allowed is not None:
+            problem["allowed"] = allowed
+        self.problems.append(problem)
+
+    def _single(self, name: str) -> str | None:
+        values = self._params.getlist(name)
+        if len(values) > 1:
+            self.fail(name, "given more than once")
+        return values[0] if values else None
+
+    def choices(self, name: str, allowed: Iterable[str]) -> list[str] | None:
+        """A repeatable filter: None when absent, else its values (each must be allowed)."""
+        values = self._params.getlist(name)
+        if not values:
+            return None
+        known = list(allowed)
+        unknown = [value for value in values if value not in known]
+        if unknown:
+            self.fail(name, f"unknown value(s): {', '.join(unknown)}", known)
+        return values
+
+    def choice(self, name: str, allowed: tuple[str, ...], default: str) -> str:
+        value = self._single(name)
+        if value is None:
+            return default
+        if value not in allowed:
+            self.fail(name, "not an allowed value", list(allowed))
+            return default
+        return value
+
+    def integer(self, name: str, *, default: int, low: int, high: int | None = None) -> int:
+        value = self._single(name)
+        if value is None:
+            return default
+        number = int(value) if re.fullmatch(r"[0-9]{1,9}", value) else None
+        if number is None or number < low or (high is not None and number > high):
+            upper = "" if high is None else f" to {high}"
+            self.fail(name, f"must be a whole number from {low}{upper}")
+            return default
+        return number
+
+    def boolean(self, name: str) -> bool:
+        value = self._single(name)
+        if value is None:
+            return False
+        if value.lower() not in ("true", "false"):
+            self.fail(name, "must be true or false", ["true", "false"])
+            return False
+        return value.lower() == "true"
+
+    def day(self, name: str) -> date | None:
+        value = self._single(name)
+        if value is None:
+            return None
+        if DATE.fullmatch(value):
+            try:
+                return date.fromisoformat(value)
+            except ValueError:
+                pass
+        self.fail(name, "must be a real date in the form YYYY-MM-DD")
+        return None
+
+    def window(self) -> tuple[date | None, date | None]:
+        start, end = self.day("start_date"), self.day("end_date")
+        if start is not None and end is not None and end < start:
+            self.fail("end_date", "is before start_date")
+        return start, end
+
+    def check(self) -> None:
+        if self.problems:
+            raise ValidationError("Invalid query parameters.", self.problems)

@@ -96,3 +96,117 @@ FROM numbered
 GROUP BY exchange, run
 ORDER BY exchange, starts
 """
+
+# Per venue: the span of its records (a record still in force runs to the as-of date) and the
+# distinct values of every filter dimension, for exchange details and the filters endpoint.
+VENUE_DETAILS: Final = """
+SELECT
+    exchange,
+    min(effective_start) AS earliest,
+    max(coalesce(effective_end, greatest(effective_start, CAST($as_of AS DATE)))) AS latest,
+    count(*) AS records,
+    list(DISTINCT fee_type) AS fee_types,
+    list(DISTINCT fee_category) AS fee_categories,
+    list(DISTINCT action) AS actions,
+    list(DISTINCT participant) AS participants,
+    list(DISTINCT symbol_classification) AS symbol_classifications,
+    list(DISTINCT symbol_type) AS symbol_types,
+    list(DISTINCT trade_type) AS trade_types
+FROM fees
+GROUP BY exchange
+"""
+
+VERSIONS: Final = """
+SELECT version_id, exchange, count(*) AS records
+FROM fees
+GROUP BY ALL
+"""
+
+# The dimensions of the results filters: query parameter -> dataset column.
+RESULT_FILTERS: Final = {
+    "exchange_name": "exchange",
+    "fee_type": "fee_type",
+    "fee_category": "fee_category",
+    "fee_action": "action",
+    "fee_participant": "participant",
+    "fee_symbol_classification": "symbol_classification",
+    "fee_symbol_type": "symbol_type",
+    "fee_trade_type": "trade_type",
+}
+
+# Sort keys clients may choose, mapped to columns (never taken from the request as text).
+ORDER_COLUMNS: Final = {
+    "effective_start": "effective_start",
+    "exchange_name": "exchange",
+    "fee_type": "fee_type",
+    "fee_category": "fee_category",
+    "amount": "amount",
+}
+ORDER_DIRECTIONS: Final = ("asc", "desc")
+
+# Every filter is a bound list (NULL: no filter); `scope` is always the key's visible venues.
+MATCHING: Final = f"""
+FROM fees
+WHERE list_contains($scope, exchange)
+{"".join(f"AND (${name} IS NULL OR list_contains(${name}, {column})){chr(10)}"
+         for name, column in RESULT_FILTERS.items())}\
+AND effective_start <= coalesce($end_date, DATE '9999-12-31')
+AND coalesce(effective_end, DATE '9999-12-31') >= coalesce($start_date, DATE '0001-01-01')
+AND ($in_force_on IS NULL OR (
+    effective_start <= $in_force_on
+    AND coalesce(effective_end, DATE '9999-12-31') >= $in_force_on
+))
+AND ($version_id IS NULL OR version_id = $version_id)
+AND ($record_id IS NULL OR record_id = $record_id)
+"""
+
+COUNT_MATCHING: Final = f"SELECT count(*) {MATCHING}"
+
+# A result as the API shows it: JSON-ready (dates as text, the amount as a number), with the
+# provenance columns only when asked for.
+RESULT_ITEM: Final = """
+    record_id,
+    exchange AS exchange_name,
+    version_id,
+    strftime(ingested_at, '%Y-%m-%dT%H:%M:%S.%fZ') AS ingested_at,
+    fee_type,
+    fee_category,
+    action AS fee_action,
+    participant AS fee_participant,
+    symbol_classification AS fee_symbol_classification,
+    symbol_type AS fee_symbol_type,
+    trade_type AS fee_trade_type,
+    fee_name,
+    fee_amount,
+    CAST(amount AS DOUBLE) AS amount,
+    currency,
+    unit,
+    fee_basis,
+    volume_tier,
+    conditions,
+    notes,
+    strftime(effective_start, '%Y-%m-%d') AS effective_start,
+    strftime(effective_end, '%Y-%m-%d') AS effective_end,
+    CASE WHEN $include_source THEN source_document END AS source_document,
+    CASE WHEN $include_source THEN source_url END AS source_url,
+    CASE WHEN $include_source THEN page_number END AS page_number,
+    CASE WHEN $include_source THEN source_file END AS source_file,
+    CASE WHEN $include_source THEN source_line END AS source_line"""
+
+PAGE_OF_RESULTS: Final = """
+SELECT {item}
+{matching}
+ORDER BY {order_column} {order_direction} NULLS LAST, record_id ASC
+LIMIT $limit
+OFFSET $offset
+"""
+
+
+def page_of_results(order_by: str, order_dir: str) -> str:
+    """The page query for an allow-listed sort key and direction."""
+    return PAGE_OF_RESULTS.format(
+        item=RESULT_ITEM,
+        matching=MATCHING,
+        order_column=ORDER_COLUMNS[order_by],
+        order_direction={"asc": "ASC", "desc": "DESC"}[order_dir],
+    )

@@ -5,7 +5,7 @@ import pytest
 
 from tests.conftest import KEYS, exchange_headers
 
-UNAUTHORIZED_ERROR = {"code": "UNAUTHORIZED", "message": "invalid or missing API key"}
+UNAUTHORIZED_ERROR = {"code": "UNAUTHORIZED", "message": "missing or invalid API key"}
 
 
 @pytest.mark.parametrize("path", ["/api/v1/exchanges/", "/api/v1/exchanges", "/v1/exchanges/"])
