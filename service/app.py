@@ -14,7 +14,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from service import exchanges, suppliers
+from service import exchanges, results, supplier_data, suppliers
 from service.accounts import Keystore
 from service.dataset import DatasetHolder, VersionWatcher
 from service.errors import ApiError, MethodNotAllowed, NotFound, render
@@ -30,7 +30,15 @@ ENDPOINTS: list[tuple[str, Callable[[Request], Response]]] = [
     ("/suppliers/{supplier_name}/actions", suppliers.actions),
     ("/suppliers/{supplier_name}/fee-types", suppliers.fee_types),
     ("/suppliers/{supplier_name}/date-ranges", suppliers.date_ranges),
+    ("/suppliers/{supplier_name}/data", supplier_data.supplier_data),
+    ("/suppliers/{supplier_name}/data/count", supplier_data.supplier_data_count),
     ("/exchanges", exchanges.list_exchanges),
+    ("/exchanges/{exchange_name}", exchanges.exchange_detail),
+    ("/fee-schedule-results", results.list_results),
+    # `filters` and `versions/...` before `{record_id}`, which would otherwise match them.
+    ("/fee-schedule-results/filters", results.filters),
+    ("/fee-schedule-results/versions/{version_id}", results.results_by_version),
+    ("/fee-schedule-results/{record_id}", results.result_by_id),
 ]
 PREFIXES = ("/api/v1", "/v1")
 OPENAPI_FILE = Path(__file__).with_name("openapi.json")

@@ -9,20 +9,35 @@ swaps a single reference, so requests in flight finish on the version they start
 import logging
 import threading
 from collections import defaultdict
-from dataclasses import dataclass
+from collections.abc import Iterator
+from dataclasses import dataclass, field, replace
 from datetime import date
 from pathlib import Path
 from typing import Any
 
 import duckdb
+import pyarrow as pa
 
 from ingest.publish import current_version_dir, read_manifest
 from ingest.stage import sql_string
 from service import queries
+from service.accounts import Account
 from service.settings import Settings
 from service.vocabulary import DATA_TYPE_OF_CATEGORY, DATA_TYPE_ORDER
 
 log = logging.getLogger(__name__)
+
+
+# The filter dimensions of exchange details and the filters endpoint, in response order.
+DETAIL_DIMENSIONS = (
+    "fee_types",
+    "fee_categories",
+    "actions",
+    "participants",
+    "symbol_classifications",
+    "symbol_types",
+    "trade_types",
+)
 
 
 @dataclass(frozen=True)
@@ -32,6 +47,9 @@ class Venue:
     fee_types: tuple[str, ...]  # present in its records, sorted
     records: int
     categories: dict[str, tuple[str, ...]]  # fee_category -> fee types that have it
+    earliest: date | None = None  # first day any record is in force
+    latest: date | None = None  # last day (a record still in force runs to the as-of date)
+    values: dict[str, tuple[str, ...]] = field(default_factory=dict)  # per DETAIL_DIMENSIONS
 
 
 @dataclass(frozen=True)
@@ -64,6 +82,7 @@ class Dataset:
             self._con.execute(queries.CREATE_ROLLUP.format(column=column))
         self.venues, self._names = self._load_venues()
         self.coverage = self._load_coverage()
+        self.versions = self._load_versions()
 
     def query(self, sql: str, parameters: dict[str, Any] | None = None) -> list[tuple[Any, ...]]:
         cursor = self._con.cursor()
@@ -71,6 +90,35 @@ class Dataset:
             return cursor.execute(sql, parameters or {}).fetchall()
         finally:
             cursor.close()
+
+    def rows(self, sql: str, parameters: dict[str, Any]) -> list[dict[str, Any]]:
+        """The query's rows as dicts keyed by column name (for JSON answers)."""
+        cursor = self._con.cursor()
+        try:
+            result = cursor.execute(sql, parameters)
+            names = [column[0] for column in result.description]
+            return [dict(zip(names, row, strict=True)) for row in result.fetchall()]
+        finally:
+            cursor.close()
+
+    def batches(self, sql: str, parameters: dict[str, Any], size: int) -> Iterator[pa.RecordBatch]:
+        """Stream the query's rows as Arrow record batches of at most `size` rows."""
+        cursor = self._con.cursor()
+        try:
+            # The relational API streams; an execute() result would be copied whole to Arrow.
+            reader: pa.RecordBatchReader = cursor.sql(sql, params=parameters).to_arrow_reader(size)
+            empty = True
+            for batch in reader:
+                empty = False
+                yield batch
+            if empty:  # still one (empty) batch, so a download always carries its columns
+                yield pa.RecordBatch.from_pylist([], schema=reader.schema)
+        finally:
+            cursor.close()
+
+    def visible(self, account: Account) -> list[str]:
+        """The venue codes an account may see."""
+        return [code for code in self.venues if account.may_see(code)]
 
     def resolve(self, name: str) -> str | None:
         """The venue code for a code, display name or alias, in any letter case."""
@@ -106,6 +154,14 @@ class Dataset:
                 records=sum(n for types in categories.values() for n in types.values()),
                 categories={c: tuple(sorted(types)) for c, types in categories.items()},
             )
+        for code, earliest, latest, _, *lists in self.query(
+            queries.VENUE_DETAILS, {"as_of": self.as_of}
+        ):
+            values = {
+                name: tuple(sorted(value for value in found if value is not None))
+                for name, found in zip(DETAIL_DIMENSIONS, lists, strict=True)
+            }
+            venues[code] = replace(venues[code], earliest=earliest, latest=latest, values=values)
         return venues, names
 
     def _load_coverage(self) -> dict[str, list[CoverageRun]]:
@@ -116,12 +172,20 @@ class Dataset:
             coverage[code].append(CoverageRun(starts, ends, data_types))
         return dict(coverage)
 
+    def _load_versions(self) -> dict[str, dict[str, int]]:
+        """Each version id that first published records still present: records per venue."""
+        versions: dict[str, dict[str, int]] = defaultdict(dict)
+        for version_id, code, records in self.query(queries.VERSIONS):
+            versions[version_id][code] = int(records)
+        return dict(versions)
+
 
 def _connect(settings: Settings) -> duckdb.DuckDBPyConnection:
     con = duckdb.connect(
         config={"memory_limit": settings.duckdb_memory, "threads": settings.duckdb_threads}
     )
     con.execute("SET enable_progress_bar = false")
+    con.execute("SET TimeZone = 'UTC'")  # timestamps are rendered as UTC ISO text
     return con
 
 

@@ -1,17 +1,20 @@
-"""The exchange family (`x-service-api-access-key`, `data`/`meta`): endpoint 6, the venue list."""
+"""The exchange family (`x-service-api-access-key`, `data`/`meta`): the venue list and details."""
+
+from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
-from service import params
 from service.access import current_dataset, key_header_account
-from service.errors import elapsed_ms
+from service.dataset import DETAIL_DIMENSIONS
+from service.errors import Forbidden, NotFound, elapsed_ms
+from service.params import Query
 
 
 def list_exchanges(request: Request) -> JSONResponse:
     """Every venue the key may see that has records, sorted by code."""
     account = key_header_account(request)
-    params.only(request, ())
+    Query(request, ()).check()
     dataset = current_dataset(request)
     data = [
         {
@@ -26,3 +29,27 @@ def list_exchanges(request: Request) -> JSONResponse:
     return JSONResponse(
         {"data": data, "meta": {"record_count": len(data), "query_time_ms": elapsed_ms(request)}}
     )
+
+
+def exchange_detail(request: Request) -> JSONResponse:
+    """One venue: its span and the values of every filter dimension in its records."""
+    account = key_header_account(request)
+    Query(request, ()).check()
+    dataset = current_dataset(request)
+    code = dataset.resolve(request.path_params["exchange_name"])
+    if code is None:
+        raise NotFound("Exchange not found.")
+    if not account.may_see(code):
+        raise Forbidden("You do not have access to the requested exchange.")
+    venue = dataset.venues[code]
+    span = None
+    if venue.earliest is not None and venue.latest is not None:
+        span = {"earliest": venue.earliest.isoformat(), "latest": venue.latest.isoformat()}
+    data: dict[str, Any] = {
+        "name": venue.code,
+        "display_name": venue.display_name,
+        "date_range": span,
+    }
+    data |= {dimension: list(venue.values.get(dimension, ())) for dimension in DETAIL_DIMENSIONS}
+    meta = {"record_count": venue.records, "query_time_ms": elapsed_ms(request)}
+    return JSONResponse({"data": data, "meta": meta})

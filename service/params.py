@@ -73,10 +73,14 @@ class Query:
             self.fail(name, "given more than once")
         return values[0] if values else None
 
+    def values(self, name: str) -> list[str] | None:
+        """A repeatable parameter's values as given; None when absent."""
+        return self._params.getlist(name) or None
+
     def choices(self, name: str, allowed: Iterable[str]) -> list[str] | None:
         """A repeatable filter: None when absent, else its values (each must be allowed)."""
-        values = self._params.getlist(name)
-        if not values:
+        values = self.values(name)
+        if values is None:
             return None
         known = list(allowed)
         unknown = [value for value in values if value not in known]
@@ -84,7 +88,7 @@ class Query:
             self.fail(name, f"unknown value(s): {', '.join(unknown)}", known)
         return values
 
-    def choice(self, name: str, allowed: tuple[str, ...], default: str) -> str:
+    def choice(self, name: str, allowed: tuple[str, ...], default: str = "") -> str:
         value = self._single(name)
         if value is None:
             return default
@@ -99,8 +103,8 @@ class Query:
             return default
         number = int(value) if re.fullmatch(r"[0-9]{1,9}", value) else None
         if number is None or number < low or (high is not None and number > high):
-            upper = "" if high is None else f" to {high}"
-            self.fail(name, f"must be a whole number from {low}{upper}")
+            bounds = f"from {low} to {high}" if high is not None else f"of at least {low}"
+            self.fail(name, f"must be a whole number {bounds}")
             return default
         return number
 

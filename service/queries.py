@@ -148,8 +148,12 @@ ORDER_DIRECTIONS: Final = ("asc", "desc")
 MATCHING: Final = f"""
 FROM fees
 WHERE list_contains($scope, exchange)
-{"".join(f"AND (${name} IS NULL OR list_contains(${name}, {column})){chr(10)}"
-         for name, column in RESULT_FILTERS.items())}\
+{
+    "".join(
+        f"AND (${name} IS NULL OR list_contains(${name}, {column})){chr(10)}"
+        for name, column in RESULT_FILTERS.items()
+    )
+}\
 AND effective_start <= coalesce($end_date, DATE '9999-12-31')
 AND coalesce(effective_end, DATE '9999-12-31') >= coalesce($start_date, DATE '0001-01-01')
 AND ($in_force_on IS NULL OR (
@@ -162,36 +166,59 @@ AND ($record_id IS NULL OR record_id = $record_id)
 
 COUNT_MATCHING: Final = f"SELECT count(*) {MATCHING}"
 
-# A result as the API shows it: JSON-ready (dates as text, the amount as a number), with the
-# provenance columns only when asked for.
-RESULT_ITEM: Final = """
-    record_id,
-    exchange AS exchange_name,
-    version_id,
-    strftime(ingested_at, '%Y-%m-%dT%H:%M:%S.%fZ') AS ingested_at,
-    fee_type,
-    fee_category,
-    action AS fee_action,
-    participant AS fee_participant,
-    symbol_classification AS fee_symbol_classification,
-    symbol_type AS fee_symbol_type,
-    trade_type AS fee_trade_type,
-    fee_name,
-    fee_amount,
-    CAST(amount AS DOUBLE) AS amount,
-    currency,
-    unit,
-    fee_basis,
-    volume_tier,
-    conditions,
-    notes,
-    strftime(effective_start, '%Y-%m-%d') AS effective_start,
-    strftime(effective_end, '%Y-%m-%d') AS effective_end,
-    CASE WHEN $include_source THEN source_document END AS source_document,
-    CASE WHEN $include_source THEN source_url END AS source_url,
-    CASE WHEN $include_source THEN page_number END AS page_number,
-    CASE WHEN $include_source THEN source_file END AS source_file,
-    CASE WHEN $include_source THEN source_line END AS source_line"""
+# A result's fields: (name in the API, dataset column). JSON answers shape some of them in SQL
+# (dates as text, the decimal amount as a number); exports keep the stored types. Provenance
+# fields are null unless `include_source` is true.
+RESULT_FIELDS: Final = (
+    ("record_id", "record_id"),
+    ("exchange_name", "exchange"),
+    ("version_id", "version_id"),
+    ("ingested_at", "ingested_at"),
+    ("fee_type", "fee_type"),
+    ("fee_category", "fee_category"),
+    ("fee_action", "action"),
+    ("fee_participant", "participant"),
+    ("fee_symbol_classification", "symbol_classification"),
+    ("fee_symbol_type", "symbol_type"),
+    ("fee_trade_type", "trade_type"),
+    ("fee_name", "fee_name"),
+    ("fee_amount", "fee_amount"),
+    ("amount", "amount"),
+    ("currency", "currency"),
+    ("unit", "unit"),
+    ("fee_basis", "fee_basis"),
+    ("volume_tier", "volume_tier"),
+    ("conditions", "conditions"),
+    ("notes", "notes"),
+    ("effective_start", "effective_start"),
+    ("effective_end", "effective_end"),
+    ("source_document", "source_document"),
+    ("source_url", "source_url"),
+    ("page_number", "page_number"),
+    ("source_file", "source_file"),
+    ("source_line", "source_line"),
+)
+SOURCE_FIELDS: Final = frozenset(
+    {"source_document", "source_url", "page_number", "source_file", "source_line"}
+)
+JSON_SHAPES: Final = {
+    "ingested_at": "strftime(ingested_at, '%Y-%m-%dT%H:%M:%S.%fZ')",
+    "amount": "CAST(amount AS DOUBLE)",
+    "effective_start": "strftime(effective_start, '%Y-%m-%d')",
+    "effective_end": "strftime(effective_end, '%Y-%m-%d')",
+}
+
+
+def result_item(*, json: bool) -> str:
+    """The select list of a result, shaped for a JSON answer or kept typed for an export."""
+    expressions = []
+    for name, column in RESULT_FIELDS:
+        value = JSON_SHAPES.get(name, column) if json else column
+        if name in SOURCE_FIELDS:
+            value = f"CASE WHEN $include_source THEN {value} END"
+        expressions.append(f"{value} AS {name}")
+    return ",\n    ".join(expressions)
+
 
 PAGE_OF_RESULTS: Final = """
 SELECT {item}
@@ -202,10 +229,10 @@ OFFSET $offset
 """
 
 
-def page_of_results(order_by: str, order_dir: str) -> str:
+def page_of_results(order_by: str, order_dir: str, *, json: bool = True) -> str:
     """The page query for an allow-listed sort key and direction."""
     return PAGE_OF_RESULTS.format(
-        item=RESULT_ITEM,
+        item=result_item(json=json),
         matching=MATCHING,
         order_column=ORDER_COLUMNS[order_by],
         order_direction={"asc": "ASC", "desc": "DESC"}[order_dir],

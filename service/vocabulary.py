@@ -139,3 +139,9 @@ DIMENSIONS: Final[dict[str, tuple[str, tuple[Term, ...]]]] = {
 
 DATA_TYPE_ORDER: Final = tuple(term.extra for term in FEE_CATEGORIES)
 DATA_TYPE_OF_CATEGORY: Final = {term.stored[0]: term.extra for term in FEE_CATEGORIES}
+
+# Stored value -> the supplier family's identifier, per dataset column.
+IDENTIFIER_OF: Final = {
+    column: {stored: term.identifier for term in terms for stored in term.stored}
+    for column, terms in DIMENSIONS.values()
+}

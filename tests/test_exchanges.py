@@ -58,9 +58,9 @@ def test_missing_or_invalid_key_is_401(client: httpx.Client, headers: dict[str, 
 
 def test_parameters_are_refused(client: httpx.Client) -> None:
     response = client.get("/api/v1/exchanges/?page=2", headers=exchange_headers())
-    assert response.status_code == 400
+    assert response.status_code == 422
     assert response.json()["error"] == {
-        "code": "BAD_REQUEST",
-        "message": "unknown query parameter",
-        "details": {"field": "page", "allowed": []},
+        "code": "VALIDATION_ERROR",
+        "message": "Invalid query parameters.",
+        "details": [{"field": "page", "message": "unknown parameter", "allowed": []}],
     }

@@ -1,0 +1,187 @@
+"""The exchange family's detailed data: fee-schedule results (list, one, by version, filters).
+
+Paths and shapes follow the public service ours is compatible with (`anchor-api.md`, G3); the
+semantics are ours and documented in the README: effective-period windows, numeric amounts,
+a stable order, and 422 answers that list every bad parameter.
+"""
+
+import math
+from datetime import UTC, datetime
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from ingest.schema import VOCABULARIES
+from service import export, queries
+from service.access import current_dataset, key_header_account
+from service.accounts import Account
+from service.dataset import DETAIL_DIMENSIONS, Dataset
+from service.errors import Forbidden, NotFound, elapsed_ms
+from service.params import Query
+
+PAGE_PARAMS = ("page_size", "page_number", "order_by", "order_dir", "include_source")
+LIST_PARAMS = (
+    *queries.RESULT_FILTERS,
+    "start_date",
+    "end_date",
+    "latest_only",
+    "format",
+    *PAGE_PARAMS,
+)
+NO_FILTERS: dict[str, Any] = dict.fromkeys(
+    (*queries.RESULT_FILTERS, "start_date", "end_date", "in_force_on", "version_id", "record_id")
+)
+HIDDEN_DATA = "You do not have access to this exchange's data."
+
+
+def list_results(request: Request) -> Response:
+    """Every matching record, a page at a time (or all of them, as a download)."""
+    account = key_header_account(request)
+    query = Query(request, LIST_PARAMS)
+    dataset = current_dataset(request)
+    filters = _filters(query, dataset, account)
+    start, end = query.window()
+    latest = query.boolean("latest_only")
+    kind = query.choice("format", ("json", "csv", "parquet"))
+    page = _Page(query)
+    query.check()
+    _refuse_hidden(filters, account)
+    in_force_on = (end or datetime.now(UTC).date()) if latest else None
+    parameters = {
+        **NO_FILTERS,
+        **filters,
+        "scope": dataset.visible(account),
+        "start_date": start,
+        "end_date": end,
+        "in_force_on": in_force_on,
+    }
+    kind = export.wanted_format(kind or None, request.headers.get("accept", ""))
+    if kind == "json":
+        return _page_response(request, dataset, parameters, page)
+    sql = queries.page_of_results(page.order_by, page.order_dir, json=False)
+    everything = {**parameters, "include_source": page.include_source, "limit": None, "offset": 0}
+    name = f"fee-schedule-results-{dataset.version_id}"
+    return export.download(dataset, sql, everything, kind, name)
+
+
+def result_by_id(request: Request) -> JSONResponse:
+    account = key_header_account(request)
+    query = Query(request, ("include_source",))
+    include_source = query.boolean("include_source")
+    query.check()
+    dataset = current_dataset(request)
+    parameters = {
+        **NO_FILTERS,
+        "scope": list(dataset.venues),
+        "record_id": request.path_params["record_id"],
+        "include_source": include_source,
+        "limit": 1,
+        "offset": 0,
+    }
+    found = dataset.rows(queries.page_of_results("effective_start", "asc"), parameters)
+    if not found:
+        raise NotFound("Fee schedule result not found.")
+    if not account.may_see(found[0]["exchange_name"]):
+        raise Forbidden(HIDDEN_DATA)
+    return JSONResponse(
+        {"data": found[0], "meta": {"record_count": 1, "query_time_ms": elapsed_ms(request)}}
+    )
+
+
+def results_by_version(request: Request) -> JSONResponse:
+    """The records a version first published (those still present in the current data)."""
+    account = key_header_account(request)
+    query = Query(request, PAGE_PARAMS)
+    page = _Page(query)
+    query.check()
+    dataset = current_dataset(request)
+    version_id = request.path_params["version_id"]
+    venues = dataset.versions.get(version_id)
+    if venues is None:
+        raise NotFound("Version not found.")
+    if not any(account.may_see(code) for code in venues):
+        raise Forbidden(HIDDEN_DATA)
+    parameters = {**NO_FILTERS, "scope": dataset.visible(account), "version_id": version_id}
+    return _page_response(request, dataset, parameters, page)
+
+
+def filters(request: Request) -> JSONResponse:
+    """The values of every filter dimension across the key's venues (or the named ones)."""
+    account = key_header_account(request)
+    query = Query(request, ("exchange_name",))
+    dataset = current_dataset(request)
+    named = _filters(query, dataset, account)["exchange_name"]
+    query.check()
+    _refuse_hidden({"exchange_name": named}, account)
+    venues = [
+        dataset.venues[code]
+        for code in (named or dataset.visible(account))
+        if dataset.venues[code].records
+    ]
+    data: dict[str, list[str]] = {"exchange_names": sorted(venue.code for venue in venues)}
+    for dimension in DETAIL_DIMENSIONS:
+        key = dimension if dimension in ("fee_types", "fee_categories") else f"fee_{dimension}"
+        data[key] = sorted({value for venue in venues for value in venue.values[dimension]})
+    records = sum(venue.records for venue in venues)
+    return JSONResponse(
+        {"data": data, "meta": {"record_count": records, "query_time_ms": elapsed_ms(request)}}
+    )
+
+
+class _Page:
+    def __init__(self, query: Query) -> None:
+        self.size = query.integer("page_size", default=20, low=1, high=100)
+        self.number = query.integer("page_number", default=0, low=0)
+        self.order_by = query.choice("order_by", tuple(queries.ORDER_COLUMNS), "effective_start")
+        self.order_dir = query.choice("order_dir", queries.ORDER_DIRECTIONS, "desc")
+        self.include_source = query.boolean("include_source")
+
+
+def _page_response(
+    request: Request, dataset: Dataset, parameters: dict[str, Any], page: _Page
+) -> JSONResponse:
+    [(total,)] = dataset.query(queries.COUNT_MATCHING, parameters)
+    items = dataset.rows(
+        queries.page_of_results(page.order_by, page.order_dir),
+        {
+            **parameters,
+            "include_source": page.include_source,
+            "limit": page.size,
+            "offset": page.size * page.number,
+        },
+    )
+    meta = {
+        "record_count": int(total),
+        "total_pages": math.ceil(total / page.size),
+        "current_page": page.number,
+        "page_size": page.size,
+        "query_time_ms": elapsed_ms(request),
+    }
+    return JSONResponse({"data": items, "meta": meta})
+
+
+def _filters(query: Query, dataset: Dataset, account: Account) -> dict[str, list[str] | None]:
+    """The repeatable filters, checked; venue names are resolved to codes (any name or alias)."""
+    chosen: dict[str, list[str] | None] = {}
+    for name, column in queries.RESULT_FILTERS.items():
+        if column != "exchange":
+            chosen[name] = query.choices(name, VOCABULARIES[column])
+    names = query.values("exchange_name")
+    if names is None:
+        chosen["exchange_name"] = None
+        return chosen
+    codes = [dataset.resolve(name) for name in names]
+    unknown = [name for name, code in zip(names, codes, strict=True) if code is None]
+    if unknown:
+        # The 422 offers only visible venues. (Naming a hidden venue is a 403, as in the
+        # compatible service, so this family does admit that a hidden venue exists.)
+        query.fail("exchange_name", f"unknown exchange(s): {', '.join(unknown)}",
+                   dataset.visible(account))  # fmt: skip
+    chosen["exchange_name"] = [code for code in codes if code is not None]
+    return chosen
+
+
+def _refuse_hidden(filters: dict[str, list[str] | None], account: Account) -> None:
+    if any(not account.may_see(code) for code in filters["exchange_name"] or []):
+        raise Forbidden(HIDDEN_DATA)

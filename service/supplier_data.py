@@ -1,0 +1,158 @@
+"""The supplier family's detailed data query (`/suppliers/{name}/data`) and its count.
+
+Filters speak the spec's display vocabulary (`Fee And Rebates`, `Routed & Other`, ...); each
+maps to the stored values it covers. Records come in effective-start order, then by id, so
+offset paging is stable.
+"""
+
+import math
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+
+from service import params, queries
+from service.access import bearer_account, current_dataset, visible_venue
+from service.errors import BadRequest, NotFound
+from service.vocabulary import DIMENSIONS, IDENTIFIER_OF
+
+MAX_LIMIT = 100
+# Query parameter -> the discovery dimension whose terms it takes.
+TERM_PARAMS = {
+    "fee_type": "fee_types",
+    "fee_category": "fee_categories",
+    "action": "actions",
+    "participant": "participants",
+}
+COUNT_PARAMS = (*TERM_PARAMS, "start_date", "end_date")
+DATA_PARAMS = (*COUNT_PARAMS, "offset", "limit")
+
+RECORD = f"""
+SELECT
+    record_id,
+    strftime(effective_start, '%Y-%m-%d') AS effective_start,
+    strftime(effective_end, '%Y-%m-%d') AS effective_end,
+    fee_type,
+    fee_category,
+    action,
+    participant,
+    fee_name AS description,
+    fee_amount,
+    CAST(amount AS DOUBLE) AS amount,
+    currency,
+    unit,
+    fee_basis
+{queries.MATCHING}
+ORDER BY effective_start, record_id
+LIMIT $limit
+OFFSET $offset
+"""
+
+
+def supplier_data(request: Request) -> JSONResponse:
+    account = bearer_account(request)
+    params.only(request, DATA_PARAMS)
+    offset = _whole(request, "offset", default=0, low=0, high=None)
+    limit = _whole(request, "limit", default=MAX_LIMIT, low=1, high=MAX_LIMIT)
+    selection = _Selection(request)
+    dataset = current_dataset(request)
+    code = visible_venue(
+        dataset, account, request.path_params["supplier_name"], NotFound("supplier not found")
+    )
+    parameters = selection.parameters(code)
+    [(total,)] = dataset.query(queries.COUNT_MATCHING, parameters)
+    records = dataset.rows(RECORD, {**parameters, "limit": limit, "offset": offset})
+    for record in records:
+        for column in ("fee_type", "fee_category", "action", "participant"):
+            record[column] = IDENTIFIER_OF[column][record[column]]
+    has_more = offset + len(records) < total
+    data = selection.echo(code) | {
+        "records": records,
+        "total_records": int(total),
+        "returned_records": len(records),
+        "pagination": {
+            "offset": offset,
+            "limit": limit,
+            "has_more": has_more,
+            "next_offset": offset + len(records) if has_more else None,
+        },
+    }
+    return JSONResponse({"success": True, "data": data})
+
+
+def supplier_data_count(request: Request) -> JSONResponse:
+    account = bearer_account(request)
+    params.only(request, COUNT_PARAMS)
+    selection = _Selection(request)
+    dataset = current_dataset(request)
+    code = visible_venue(
+        dataset, account, request.path_params["supplier_name"], NotFound("supplier not found")
+    )
+    [(total,)] = dataset.query(queries.COUNT_MATCHING, selection.parameters(code))
+    data = selection.echo(code) | {
+        "total_count": int(total),
+        "pagination_info": {
+            "max_records_per_request": MAX_LIMIT,
+            "total_pages": math.ceil(total / MAX_LIMIT),
+        },
+    }
+    return JSONResponse({"success": True, "data": data})
+
+
+class _Selection:
+    """The display-vocabulary filters and the date window of one request, checked."""
+
+    def __init__(self, request: Request) -> None:
+        self.start, self.end = params.date_window(request)
+        self.given: dict[str, str | None] = {}
+        self.stored: dict[str, list[str] | None] = {}
+        for name, dimension in TERM_PARAMS.items():
+            value = request.query_params.get(name)
+            self.given[name] = value
+            self.stored[name] = None if value is None else _stored_values(name, dimension, value)
+
+    def parameters(self, code: str) -> dict[str, Any]:
+        return {
+            **dict.fromkeys((*queries.RESULT_FILTERS, "in_force_on", "version_id", "record_id")),
+            "scope": [code],
+            "fee_type": self.stored["fee_type"],
+            "fee_category": self.stored["fee_category"],
+            "fee_action": self.stored["action"],
+            "fee_participant": self.stored["participant"],
+            "start_date": self.start,
+            "end_date": self.end,
+        }
+
+    def echo(self, code: str) -> dict[str, Any]:
+        window = None
+        if self.start is not None or self.end is not None:
+            window = {
+                "start_date": self.start.isoformat() if self.start else None,
+                "end_date": self.end.isoformat() if self.end else None,
+            }
+        return {"supplier": code, **self.given, "date_range": window}
+
+
+def _stored_values(name: str, dimension: str, value: str) -> list[str]:
+    _, terms = DIMENSIONS[dimension]
+    for term in terms:
+        if term.identifier == value:
+            return list(term.stored)
+    allowed = [term.identifier for term in terms]
+    raise BadRequest(
+        "invalid parameter value", {"field": name, "provided": value, "allowed": allowed}
+    )
+
+
+def _whole(request: Request, name: str, *, default: int, low: int, high: int | None) -> int:
+    text = request.query_params.get(name)
+    if text is None:
+        return default
+    if text.isascii() and text.isdigit() and len(text) <= 9:
+        number = int(text)
+        if number >= low and (high is None or number <= high):
+            return number
+    allowed = f"{low}-{high}" if high is not None else f">= {low}"
+    raise BadRequest(
+        "invalid parameter value", {"field": name, "provided": text, "allowed": allowed}
+    )

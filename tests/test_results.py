@@ -1,0 +1,359 @@
+"""Detailed data: exchange details and fee-schedule results (list, one, by version, filters)."""
+
+import csv
+import io
+import itertools
+from typing import Any
+
+import httpx
+import pyarrow.parquet as pq
+import pytest
+
+from ingest.pipeline import IngestResult
+from ingest.publish import read_manifest
+from ingest.query import open_version
+from service import export
+from tests.conftest import KEYS, exchange_headers
+
+RESULTS = "/api/v1/fee-schedule-results/"
+
+
+def results(client: httpx.Client, key: str = KEYS["full"], **params: Any) -> httpx.Response:
+    return client.get(RESULTS, params=params, headers=exchange_headers(key))
+
+
+def direct(version: IngestResult, where: str = "true", **parameters: Any) -> list[str]:
+    """Record ids matching a condition, straight from the Parquet."""
+    con = open_version(version.version_dir)
+    rows = con.execute(f"SELECT record_id FROM fees WHERE {where} ORDER BY 1", parameters)
+    return [row[0] for row in rows.fetchall()]
+
+
+def all_ids(client: httpx.Client, **params: Any) -> list[str]:
+    """Walk every page; returns the ids in the order served."""
+    ids: list[str] = []
+    number = 0
+    while True:
+        body = results(client, page_size=3, page_number=number, **params).json()
+        ids += [item["record_id"] for item in body["data"]]
+        number += 1
+        if number >= body["meta"]["total_pages"]:
+            return ids
+
+
+def test_list_meta_and_one_whole_item(client: httpx.Client, fixture_version: IngestResult) -> None:
+    body = results(client, exchange_name="memx", fee_action="routed", include_source="true").json()
+    assert body["meta"] | {"query_time_ms": 0} == {
+        "record_count": 1,
+        "total_pages": 1,
+        "current_page": 0,
+        "page_size": 20,
+        "query_time_ms": 0,
+    }
+    [item] = body["data"]
+    assert item | {"record_id": "x", "ingested_at": "x"} == {
+        "record_id": "x",
+        "exchange_name": "memx",
+        "version_id": fixture_version.version_id,
+        "ingested_at": "x",
+        "fee_type": "equity",
+        "fee_category": "market_data_fees",
+        "fee_action": "routed",
+        "fee_participant": "all",
+        "fee_symbol_classification": None,
+        "fee_symbol_type": None,
+        "fee_trade_type": None,
+        "fee_name": "Routed",
+        "fee_amount": "$0.0030",
+        "amount": 0.003,
+        "currency": "USD",
+        "unit": "per_share",
+        "fee_basis": "per share",
+        "volume_tier": None,
+        "conditions": None,
+        "notes": None,
+        "effective_start": "2021-06-01",
+        "effective_end": None,
+        "source_document": "MEMX Fee Schedule",
+        "source_url": None,
+        "page_number": 2,
+        "source_file": "memx.csv",
+        "source_line": 4,
+    }
+    assert item["ingested_at"].endswith("Z")
+
+
+def test_provenance_is_hidden_unless_asked_for(client: httpx.Client) -> None:
+    [item] = results(client, exchange_name="memx", fee_action="routed").json()["data"]
+    sources = ("source_document", "source_url", "page_number", "source_file", "source_line")
+    assert [item[name] for name in sources] == [None] * 5
+
+
+@pytest.mark.parametrize(
+    ("params", "where"),
+    [
+        ({}, "true"),
+        ({"exchange_name": ["nasdaq", "MEMX"]}, "exchange IN ('nasdaq', 'memx')"),
+        ({"fee_type": "option"}, "fee_type = 'option'"),
+        ({"fee_category": ["market_data_fees", "legal_regulatory_fee"]},
+         "fee_category IN ('market_data_fees', 'legal_regulatory_fee')"),
+        ({"fee_action": "make"}, "action = 'make'"),
+        ({"fee_participant": ["customer", "firm"]}, "participant IN ('customer', 'firm')"),
+        ({"fee_symbol_classification": "equity_class"}, "symbol_classification = 'equity_class'"),
+        ({"fee_symbol_type": "penny"}, "symbol_type = 'penny'"),
+        ({"fee_trade_type": "complex_order"}, "trade_type = 'complex_order'"),
+        ({"fee_type": "equity", "fee_action": ["make", "take"], "exchange_name": "nasdaq"},
+         "fee_type = 'equity' AND action IN ('make', 'take') AND exchange = 'nasdaq'"),
+        ({"start_date": "2021-02-01", "end_date": "2021-05-31"},
+         "effective_start <= DATE '2021-05-31' AND coalesce(effective_end, DATE '9999-12-31') "
+         ">= DATE '2021-02-01'"),
+        ({"end_date": "2019-12-31"}, "effective_start <= DATE '2019-12-31'"),
+    ],
+    ids=["all", "venues", "type", "categories", "action", "participants", "classification",
+         "symbol-type", "trade-type", "combined", "window", "open-start"],
+)  # fmt: skip
+def test_filters_match_a_direct_query_and_every_page_walk_sees_each_once(
+    client: httpx.Client, fixture_version: IngestResult, params: dict[str, Any], where: str
+) -> None:
+    expected = direct(fixture_version, where)
+    assert results(client, **params).json()["meta"]["record_count"] == len(expected)
+    walked = all_ids(client, **params)
+    assert sorted(walked) == expected  # every record exactly once
+
+
+@pytest.mark.parametrize("order_by", ["effective_start", "exchange_name", "fee_type", "amount"])
+@pytest.mark.parametrize("order_dir", ["asc", "desc"])
+def test_ordering_is_stable_with_record_id_breaking_ties(
+    client: httpx.Client, order_by: str, order_dir: str
+) -> None:
+    first = all_ids(client, order_by=order_by, order_dir=order_dir)
+    assert first == all_ids(client, order_by=order_by, order_dir=order_dir)
+    body = results(client, order_by=order_by, order_dir=order_dir, page_size=100).json()
+    keys = [(item[order_by], item["record_id"]) for item in body["data"]]
+    assert [item["record_id"] for item in body["data"]] == first
+    values = [key for key, _ in keys if key is not None]
+    assert values == sorted(values, reverse=order_dir == "desc")  # nulls last
+    for (a, id_a), (b, id_b) in itertools.pairwise(keys):
+        if a == b:
+            assert id_a < id_b
+
+
+@pytest.mark.parametrize(
+    ("window", "expected_start"),
+    [
+        ({"end_date": "2021-06-30"}, "2019-01-01"),
+        ({"end_date": "2021-07-01"}, "2021-07-01"),
+        ({"start_date": "2020-01-01"}, "2021-07-01"),  # open end: in force today
+        ({}, "2021-07-01"),
+    ],
+    ids=["day-before-change", "day-of-change", "start-only", "today"],
+)
+def test_latest_only_keeps_what_is_in_force_at_the_end_of_the_window(
+    client: httpx.Client, window: dict[str, str], expected_start: str
+) -> None:
+    body = results(
+        client, exchange_name="nasdaq", fee_type="equity", fee_action="make", latest_only="true",
+        **window,
+    ).json()  # fmt: skip
+    assert [item["effective_start"] for item in body["data"]] == [expected_start]
+
+
+def test_a_scoped_key_sees_only_its_venues_and_is_refused_others(client: httpx.Client) -> None:
+    body = results(client, KEYS["nyse"], page_size=100).json()
+    assert {item["exchange_name"] for item in body["data"]} == {"nyse"}
+    refused = results(client, KEYS["nyse"], exchange_name="nasdaq")
+    assert (refused.status_code, refused.json()["error"]) == (
+        403,
+        {"code": "FORBIDDEN", "message": "You do not have access to this exchange's data."},
+    )
+
+
+@pytest.mark.parametrize(
+    ("params", "field", "message"),
+    [
+        ({"fee_type": "bond"}, "fee_type", "unknown value(s): bond"),
+        ({"fee_action": ["make", "sell"]}, "fee_action", "unknown value(s): sell"),
+        ({"exchange_name": "lse"}, "exchange_name", "unknown exchange(s): lse"),
+        ({"page_size": "0"}, "page_size", "must be a whole number from 1 to 100"),
+        ({"page_size": "101"}, "page_size", "must be a whole number from 1 to 100"),
+        ({"page_number": "-1"}, "page_number", "must be a whole number of at least 0"),
+        ({"page_number": "1.5"}, "page_number", "must be a whole number of at least 0"),
+        ({"page_number": "abc"}, "page_number", "must be a whole number of at least 0"),
+        ({"start_date": "2024-02-30"}, "start_date", "must be a real date in the form YYYY-MM-DD"),
+        ({"end_date": "2024-1-1"}, "end_date", "must be a real date in the form YYYY-MM-DD"),
+        (
+            {"start_date": "2024-02-02", "end_date": "2024-02-01"},
+            "end_date",
+            "is before start_date",
+        ),
+        ({"order_by": "created_on"}, "order_by", "not an allowed value"),
+        ({"order_dir": "up"}, "order_dir", "not an allowed value"),
+        ({"latest_only": "yes"}, "latest_only", "must be true or false"),
+        ({"format": "xlsx"}, "format", "not an allowed value"),
+        ({"page_size": ["5", "6"]}, "page_size", "given more than once"),
+        ({"colour": "red"}, "colour", "unknown parameter"),
+    ],
+    ids=lambda value: str(value),
+)
+def test_bad_parameters_are_422_naming_each(
+    client: httpx.Client, params: dict[str, Any], field: str, message: str
+) -> None:
+    response = results(client, **params)
+    assert response.status_code == 422
+    error = response.json()["error"]
+    assert (error["code"], error["message"]) == ("VALIDATION_ERROR", "Invalid query parameters.")
+    assert [(d["field"], d["message"]) for d in error["details"]] == [(field, message)]
+
+
+def test_every_bad_parameter_is_listed_at_once(client: httpx.Client) -> None:
+    response = results(client, fee_type="bond", page_size="0", order_by="x", start_date="bad")
+    fields = sorted(detail["field"] for detail in response.json()["error"]["details"])
+    assert fields == ["fee_type", "order_by", "page_size", "start_date"]
+    allowed = {d["field"]: d.get("allowed") for d in response.json()["error"]["details"]}
+    assert allowed["fee_type"] == ["equity", "option"]
+
+
+def test_a_page_past_the_end_is_empty(client: httpx.Client) -> None:
+    body = results(client, page_number=99).json()
+    assert (body["data"], body["meta"]["current_page"], body["meta"]["total_pages"]) == ([], 99, 1)
+
+
+def test_a_result_by_id_equals_its_list_item(client: httpx.Client) -> None:
+    [item] = results(client, exchange_name="memx", fee_action="routed").json()["data"]
+    response = client.get(f"{RESULTS}{item['record_id']}", headers=exchange_headers())
+    assert response.json()["data"] == item
+    assert response.json()["meta"]["record_count"] == 1
+    hidden = client.get(f"{RESULTS}{item['record_id']}", headers=exchange_headers(KEYS["nyse"]))
+    assert (hidden.status_code, hidden.json()["error"]["code"]) == (403, "FORBIDDEN")
+    missing = client.get(f"{RESULTS}no-such-id", headers=exchange_headers())
+    assert (missing.status_code, missing.json()["error"]) == (
+        404,
+        {"code": "NOT_FOUND", "message": "Fee schedule result not found."},
+    )
+
+
+def test_results_by_version(client: httpx.Client, fixture_version: IngestResult) -> None:
+    path = f"{RESULTS}versions/{fixture_version.version_id}"
+    body = client.get(path, params={"page_size": 100}, headers=exchange_headers()).json()
+    assert body["meta"]["record_count"] == 13
+    assert {item["version_id"] for item in body["data"]} == {fixture_version.version_id}
+    scoped = client.get(path, params={"page_size": 100}, headers=exchange_headers(KEYS["nyse"]))
+    assert {item["exchange_name"] for item in scoped.json()["data"]} == {"nyse"}
+    missing = client.get(f"{RESULTS}versions/nope", headers=exchange_headers())
+    assert (missing.status_code, missing.json()["error"]["message"]) == (404, "Version not found.")
+
+
+def test_filters_list_every_value_across_visible_venues(client: httpx.Client) -> None:
+    body = client.get(f"{RESULTS}filters", headers=exchange_headers()).json()
+    assert body["data"]["exchange_names"] == ["memx", "nasdaq", "nyse"]
+    assert body["data"]["fee_actions"] == ["make", "open", "other", "routed", "take"]
+    assert body["data"]["fee_trade_types"] == ["complex_order", "not_applicable", "simple_order"]
+    assert body["meta"]["record_count"] == 13
+    narrowed = client.get(
+        f"{RESULTS}filters", params={"exchange_name": "memx"}, headers=exchange_headers()
+    ).json()
+    assert narrowed["data"] | {} == {
+        "exchange_names": ["memx"],
+        "fee_types": ["equity"],
+        "fee_categories": ["fees_and_rebates", "market_data_fees"],
+        "fee_actions": ["make", "routed", "take"],
+        "fee_participants": ["all", "other", "professional"],
+        "fee_symbol_classifications": [],
+        "fee_symbol_types": [],
+        "fee_trade_types": [],
+    }
+    assert narrowed["meta"]["record_count"] == 3
+    scoped = client.get(f"{RESULTS}filters", headers=exchange_headers(KEYS["nyse"])).json()
+    assert scoped["data"]["exchange_names"] == ["nyse"]
+
+
+def test_exchange_details(client: httpx.Client, fixture_version: IngestResult) -> None:
+    response = client.get("/api/v1/exchanges/memx", headers=exchange_headers())
+    as_of = read_manifest(fixture_version.version_dir)["as_of"]
+    body = response.json()
+    assert body["data"] == {
+        "name": "memx",
+        "display_name": "MEMX",
+        "date_range": {"earliest": "2020-12-01", "latest": as_of},  # one record still in force
+        "fee_types": ["equity"],
+        "fee_categories": ["fees_and_rebates", "market_data_fees"],
+        "actions": ["make", "routed", "take"],
+        "participants": ["all", "other", "professional"],
+        "symbol_classifications": [],
+        "symbol_types": [],
+        "trade_types": [],
+    }
+    assert body["meta"]["record_count"] == 3
+
+
+@pytest.mark.parametrize(
+    ("name", "key", "status", "message"),
+    [
+        ("nowhere", KEYS["full"], 404, "Exchange not found."),
+        ("nasdaq", KEYS["nyse"], 403, "You do not have access to the requested exchange."),
+    ],
+)
+def test_exchange_details_errors(
+    client: httpx.Client, name: str, key: str, status: int, message: str
+) -> None:
+    response = client.get(f"/api/v1/exchanges/{name}", headers=exchange_headers(key))
+    assert (response.status_code, response.json()["error"]["message"]) == (status, message)
+
+
+def test_csv_export_matches_a_direct_query_row_for_row(
+    client: httpx.Client, fixture_version: IngestResult
+) -> None:
+    response = results(client, format="csv", order_by="amount", order_dir="asc")
+    assert response.headers["content-type"].startswith("text/csv")
+    assert "attachment" in response.headers["content-disposition"]
+    rows = list(csv.DictReader(io.StringIO(response.text)))
+    con = open_version(fixture_version.version_dir)
+    expected = con.execute(
+        "SELECT record_id, fee_amount, amount FROM fees ORDER BY amount ASC NULLS LAST, record_id"
+    ).fetchall()
+    assert [(r["record_id"], r["fee_amount"]) for r in rows] == [(i, f) for i, f, _ in expected]
+    assert [r["amount"] or None for r in rows] == [
+        None if a is None else f"{a:.8f}" for _, _, a in expected
+    ]
+
+
+def test_parquet_export_by_accept_header_keeps_types(
+    client: httpx.Client, fixture_version: IngestResult
+) -> None:
+    response = client.get(
+        RESULTS,
+        params={"exchange_name": "nasdaq"},
+        headers=exchange_headers() | {"Accept": "application/vnd.apache.parquet"},
+    )
+    assert response.headers["content-type"] == "application/vnd.apache.parquet"
+    table = pq.read_table(io.BytesIO(response.content))
+    assert table.num_rows == 8
+    assert str(table.schema.field("amount").type) == "decimal128(20, 8)"
+    assert str(table.schema.field("effective_start").type) == "date32[day]"
+    ids = sorted(table.column("record_id").to_pylist())
+    assert ids == direct(fixture_version, "exchange = 'nasdaq'")
+
+
+def test_an_empty_export_still_carries_its_columns(client: httpx.Client) -> None:
+    as_csv = results(client, format="csv", end_date="1999-01-01")
+    assert as_csv.text.splitlines()[0].startswith('"record_id","exchange_name"')
+    assert len(as_csv.text.splitlines()) == 1
+    as_parquet = results(client, format="parquet", end_date="1999-01-01")
+    table = pq.read_table(io.BytesIO(as_parquet.content))
+    assert (table.num_rows, table.column_names[0]) == (0, "record_id")
+
+
+@pytest.mark.parametrize(
+    ("accept", "kind"),
+    [
+        ("text/csv", "csv"),
+        ("application/json, text/csv;q=0.5", "json"),
+        ("text/csv;q=0.1, application/json", "json"),
+        ("application/vnd.apache.parquet;q=0.9, text/csv;q=0.8", "parquet"),
+        ("*/*", "json"),
+        ("", "json"),
+    ],
+)
+def test_the_accept_header_chooses_by_preference(accept: str, kind: str) -> None:
+    assert export.wanted_format(None, accept) == kind
+    assert export.wanted_format("csv", accept) == "csv"  # the parameter wins
