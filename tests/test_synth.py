@@ -14,6 +14,7 @@ import pytest
 from ingest import synth
 from ingest.pipeline import run_ingest
 from ingest.schema import RAW_COLUMNS
+from ingest.schema import VOCABULARIES as SCHEMA_VOCABULARIES
 
 ROOT = Path(__file__).resolve().parent.parent
 RAW_FORMAT_DOC = ROOT / "docs" / "raw-format.md"
@@ -30,37 +31,9 @@ VENUE_CLASSES = {"eqx": {"equity"}, "opx": {"option"}, "bth": {"equity", "option
 ROWS = 3000
 ROWS_PER_FILE = 1000
 
-# Vocabularies of docs/raw-format.md (None: the column is free text).
+# Vocabularies of docs/raw-format.md (tests/test_schema_docs.py keeps the page and the code equal).
 VOCABULARIES: dict[str, set[str]] = {
-    "fee_type": {"equity", "option"},
-    "fee_category": {
-        "fees_and_rebates",
-        "general_provisions",
-        "legal_regulatory_fee",
-        "market_data_fees",
-        "participant_fee",
-        "port_fees_and_other_services",
-    },
-    "action": {"make", "take", "open", "routed", "other"},
-    "participant": {
-        "all",
-        "market_maker",
-        "away_market_maker",
-        "broker_dealer",
-        "customer",
-        "firm",
-        "professional",
-        "other",
-    },
-    "symbol_classification": {"etf", "etn", "equity_class", "index", "not_applicable", "all"},
-    "symbol_type": {"penny", "non_penny", "not_applicable", "both"},
-    "trade_type": {
-        "index_options",
-        "multiply_traded_options",
-        "simple_order",
-        "complex_order",
-        "not_applicable",
-    },
+    column: set(values) for column, values in SCHEMA_VOCABULARIES.items()
 }
 DATE_FORM = re.compile(r"\d{4}-\d{2}-\d{2}")
 PLAIN_MONEY = re.compile(r"-?\$\d{1,3}(,\d{3})*(\.\d+)?|\(\$\d{1,3}(,\d{3})*(\.\d+)?\)")
