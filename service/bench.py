@@ -84,8 +84,10 @@ def ensure_dataset(rows: int, registry: Path) -> Path:
 
 
 @contextmanager
-def serving(command: list[str], port: int, probe: Case, env: dict[str, str]) -> Iterator[float]:
-    """Start a server process; yields seconds from start until it answered `probe`."""
+def serving(
+    command: list[str], port: int, probe: Case, env: dict[str, str]
+) -> Iterator[tuple[subprocess.Popen[bytes], float]]:
+    """Start a server process; yields it and the seconds from start until it answered `probe`."""
     started = time.perf_counter()
     process = subprocess.Popen(
         command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
@@ -101,10 +103,41 @@ def serving(command: list[str], port: int, probe: Case, env: dict[str, str]) -> 
             except httpx.TransportError:
                 pass
             time.sleep(0.02)
-        yield time.perf_counter() - started
+        yield process, time.perf_counter() - started
     finally:
         process.terminate()
         process.wait(timeout=30)
+
+
+RESULTS = "/api/v1/fee-schedule-results/"
+# Detailed data: server time only (a deep page at 32 connections would measure the queue).
+RESULT_CASES = [
+    (Case("results, filtered first page", f"{RESULTS}?exchange_name=box&fee_type=option"
+          "&fee_action=make&page_size=20", EXCHANGE_HEADERS), 20),
+    (Case("results, first page, no filter", f"{RESULTS}?page_size=20", EXCHANGE_HEADERS), 10),
+    (Case("results, page 10,000", f"{RESULTS}?page_size=20&page_number=10000",
+          EXCHANGE_HEADERS), 3),
+]  # fmt: skip
+EXPORT = Case("CSV export (venue box)", f"{RESULTS}?exchange_name=box&format=csv", EXCHANGE_HEADERS)
+
+
+def rss_mb(process: subprocess.Popen[bytes]) -> tuple[int, int]:
+    """Current and peak resident memory of a process, in MB (Linux /proc)."""
+    fields = dict(
+        line.split(":", 1) for line in Path(f"/proc/{process.pid}/status").read_text().splitlines()
+    )
+    return int(fields["VmRSS"].split()[0]) // 1024, int(fields["VmHWM"].split()[0]) // 1024
+
+
+def export_rate(port: int) -> tuple[int, float]:
+    """Rows and rows/s of one CSV download, streamed."""
+    started, lines = time.perf_counter(), 0
+    url = f"http://127.0.0.1:{port}{EXPORT.path}"
+    with httpx.stream("GET", url, headers=EXPORT.headers, timeout=600) as response:
+        for chunk in response.iter_bytes():
+            lines += chunk.count(b"\n")
+    rows = lines - 1  # the header
+    return rows, rows / (time.perf_counter() - started)
 
 
 def server_times(port: int, case: Case, calls: int) -> tuple[float, float]:
@@ -175,11 +208,21 @@ def main(argv: list[str] | None = None) -> int:
         ("static bytes (ceiling)", None, ceiling)
     ]
     probe = cases(args.supplier)[-1]
-    with serving(serve, args.port, probe, env) as ready_seconds:
+    with serving(serve, args.port, probe, env) as (process, ready_seconds):
         for case in cases(args.supplier):
             times = server_times(args.port, case, args.calls)
             rows.append((case.name, times, wrk(args.port, case, args.seconds, args.connections)))
+        detail = [(case.name, server_times(args.port, case, calls)) for case, calls in RESULT_CASES]
+        before = rss_mb(process)
+        exported, rate = export_rate(args.port)
+        after = rss_mb(process)
     table = report(rows, ceiling, args, ready_seconds)
+    table += "\n\n| detailed data | server time p50 / p99 (ms) |\n|---|---|\n"
+    table += "\n".join(f"| {name} | {p50:.1f} / {p99:.1f} |" for name, (p50, p99) in detail)
+    table += (
+        f"\n\n{EXPORT.name}: {exported:,} rows at {rate:,.0f} rows/s; server RSS "
+        f"{before[0]:,} MB before, {after[0]:,} MB after, peak {after[1]:,} MB."
+    )
     print(table)
     write_section(args.doc, table, marker="bench-http", title="HTTP (`make bench`)")
     return 0

@@ -3,18 +3,24 @@
 import csv
 import json
 import os
+import signal
+import subprocess
+import sys
+import time
 from datetime import date
 from decimal import Decimal
 from pathlib import Path
 
 import pytest
 
-from ingest import publish
+from ingest import publish, synth
 from ingest.__main__ import main
 from ingest.errors import IngestError, IngestLocked, MalformedFile, RowsRejected
 from ingest.pipeline import IngestResult, run_ingest
 from ingest.schema import FEE_COLUMNS, RAW_COLUMNS
 from tests.conftest import REGISTRY, fee_row, read_fees, write_raw
+
+REPO = Path(__file__).parent.parent
 
 
 def ingest(raw: Path, data: Path, **options: object) -> IngestResult:
@@ -344,3 +350,31 @@ def test_published_files_are_partitioned_by_venue_and_compressed(
     assert os.readlink(fixture_version.version_dir.parent.parent / "current") == (
         f"versions/{fixture_version.version_id}"
     )
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("delay", [0.2, 0.8, 1.6, 3.0])
+def test_killing_a_real_ingest_midway_leaves_current_intact(tmp_path: Path, delay: float) -> None:
+    """SIGKILL (no clean-up can run) at several points of a real `python -m ingest`."""
+    data = tmp_path / "data"
+    write_raw(tmp_path / "small" / "one.csv", [fee_row()])
+    before = ingest(tmp_path / "small", data)
+    synth.generate(rows=150_000, out=tmp_path / "big", registry=REPO / "data" / "exchanges.csv")
+    process = subprocess.Popen(
+        [sys.executable, "-m", "ingest", "--raw", str(tmp_path / "big"), "--data", str(data),
+         "--registry", str(REPO / "data" / "exchanges.csv")],
+        cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    time.sleep(delay)
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    current = publish.current_version_dir(data)
+    assert current is not None
+    manifest = publish.read_manifest(current)
+    assert len(read_fees(current)) == manifest["records"]  # complete, whichever version it is
+    if current != before.version_dir:  # the ingest finished before the kill
+        assert manifest["records"] == 150_000
+    # The next ingest clears what the killed one left and publishes normally.
+    again = run_ingest(tmp_path / "big", data, registry=REPO / "data" / "exchanges.csv")
+    assert len(read_fees(again.version_dir)) == 150_000
+    assert not [p for p in (data / "versions").iterdir() if p.name.startswith(".")]
