@@ -143,7 +143,8 @@ def export_rate(port: int) -> tuple[int, float]:
 def server_times(port: int, case: Case, calls: int) -> tuple[float, float]:
     """Median and p99 of the server's own time (ms) over sequential calls."""
     durations = []
-    with httpx.Client(base_url=f"http://127.0.0.1:{port}", headers=case.headers) as client:
+    base = f"http://127.0.0.1:{port}"
+    with httpx.Client(base_url=base, headers=case.headers, timeout=300) as client:
         for _ in range(calls):
             timing = client.get(case.path).headers["server-timing"]
             durations.append(float(timing.split("dur=")[1]))

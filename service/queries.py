@@ -4,7 +4,9 @@ Identifiers never come from a request: the few that vary (a rollup's dimension c
 chosen from `ROLLUP_COLUMNS`, a fixed allow-list, when the version is opened.
 """
 
-from typing import Final
+from dataclasses import dataclass, field
+from datetime import date
+from typing import Any, Final
 
 from service.vocabulary import DIMENSIONS
 
@@ -144,27 +146,54 @@ ORDER_COLUMNS: Final = {
 }
 ORDER_DIRECTIONS: Final = ("asc", "desc")
 
-# Every filter is a bound list (NULL: no filter); `scope` is always the key's visible venues.
-MATCHING: Final = f"""
-FROM fees
-WHERE list_contains($scope, exchange)
-{
-    "".join(
-        f"AND (${name} IS NULL OR list_contains(${name}, {column})){chr(10)}"
-        for name, column in RESULT_FILTERS.items()
-    )
-}\
-AND effective_start <= coalesce($end_date, DATE '9999-12-31')
-AND coalesce(effective_end, DATE '9999-12-31') >= coalesce($start_date, DATE '0001-01-01')
-AND ($in_force_on IS NULL OR (
-    effective_start <= $in_force_on
-    AND coalesce(effective_end, DATE '9999-12-31') >= $in_force_on
-))
-AND ($version_id IS NULL OR version_id = $version_id)
-AND ($record_id IS NULL OR record_id = $record_id)
-"""
 
-COUNT_MATCHING: Final = f"SELECT count(*) {MATCHING}"
+@dataclass(frozen=True, kw_only=True)
+class Selection:
+    """Which records a request means. Only what is set becomes a condition, and each value is
+    its own bound parameter, so DuckDB can prune venue partitions and row groups by statistics
+    (a catch-all `($x IS NULL OR list_contains($x, col))` defeats both)."""
+
+    venues: list[str] | None = None  # None: every venue
+    values: dict[str, list[str]] = field(default_factory=dict)  # filter parameter -> values
+    start_date: date | None = None
+    end_date: date | None = None
+    in_force_on: date | None = None
+    version_id: str | None = None
+    record_id: str | None = None
+
+    def where(self) -> tuple[str, dict[str, Any]]:
+        """`FROM fees WHERE ...` and its parameters (a record is in a window when its effective
+        period overlaps it; both ends inclusive)."""
+        clauses: list[str] = []
+        parameters: dict[str, Any] = {}
+        lists = dict(self.values)
+        if self.venues is not None:
+            lists["exchange_name"] = self.venues
+        for name, values in lists.items():
+            column = RESULT_FILTERS[name]  # the allow-list: a name that is not there fails here
+            names = [f"{name}_{number}" for number in range(len(values))]
+            parameters |= dict(zip(names, values, strict=True))
+            members = ", ".join(f"${bound}" for bound in names)
+            clauses.append(f"{column} IN ({members})" if values else "false")
+        for name, condition in (
+            ("end_date", "effective_start <= $end_date"),
+            ("start_date", "(effective_end IS NULL OR effective_end >= $start_date)"),
+            ("in_force_on", "effective_start <= $in_force_on"),
+            ("in_force_on", "(effective_end IS NULL OR effective_end >= $in_force_on)"),
+            ("version_id", "version_id = $version_id"),
+            ("record_id", "record_id = $record_id"),
+        ):
+            value = getattr(self, name)
+            if value is not None:
+                clauses.append(condition)
+                parameters[name] = value
+        return "FROM fees\nWHERE " + ("\nAND ".join(clauses) or "true"), parameters
+
+
+def count_matching(selection: Selection) -> tuple[str, dict[str, Any]]:
+    where, parameters = selection.where()
+    return f"SELECT count(*)\n{where}", parameters
+
 
 # A result's fields: (name in the API, dataset column). JSON answers shape some of them in SQL
 # (dates as text, the decimal amount as a number); exports keep the stored types. Provenance
@@ -220,20 +249,37 @@ def result_item(*, json: bool) -> str:
     return ",\n    ".join(expressions)
 
 
-PAGE_OF_RESULTS: Final = """
-SELECT {item}
-{matching}
-ORDER BY {order_column} {order_direction} NULLS LAST, record_id ASC
+PAGE: Final = """
+SELECT {projection}
+{where}
+ORDER BY {order}
 LIMIT $limit
 OFFSET $offset
 """
 
 
-def page_of_results(order_by: str, order_dir: str, *, json: bool = True) -> str:
-    """The page query for an allow-listed sort key and direction."""
-    return PAGE_OF_RESULTS.format(
-        item=result_item(json=json),
-        matching=MATCHING,
-        order_column=ORDER_COLUMNS[order_by],
-        order_direction={"asc": "ASC", "desc": "DESC"}[order_dir],
-    )
+def page_of(
+    selection: Selection, projection: str, order: str, *, limit: int | None, offset: int
+) -> tuple[str, dict[str, Any]]:
+    """A page of the selection (`limit` None: all of it) in an order the caller chose from an
+    allow-list."""
+    where, parameters = selection.where()
+    sql = PAGE.format(projection=projection, where=where, order=order)
+    return sql, {**parameters, "limit": limit, "offset": offset}
+
+
+def page_of_results(
+    selection: Selection,
+    *,
+    order_by: str = "effective_start",
+    order_dir: str = "desc",
+    limit: int | None,
+    offset: int,
+    include_source: bool,
+    json: bool = True,
+) -> tuple[str, dict[str, Any]]:
+    """Results in an allow-listed order, with `record_id` breaking ties so pages are stable."""
+    direction = {"asc": "ASC", "desc": "DESC"}[order_dir]
+    order = f"{ORDER_COLUMNS[order_by]} {direction} NULLS LAST, record_id ASC"
+    sql, parameters = page_of(selection, result_item(json=json), order, limit=limit, offset=offset)
+    return sql, {**parameters, "include_source": include_source}

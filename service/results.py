@@ -7,7 +7,6 @@ a stable order, and 422 answers that list every bad parameter.
 
 import math
 from datetime import UTC, datetime
-from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -29,9 +28,6 @@ LIST_PARAMS = (
     "format",
     *PAGE_PARAMS,
 )
-NO_FILTERS: dict[str, Any] = dict.fromkeys(
-    (*queries.RESULT_FILTERS, "start_date", "end_date", "in_force_on", "version_id", "record_id")
-)
 HIDDEN_DATA = "You do not have access to this exchange's data."
 
 
@@ -47,22 +43,23 @@ def list_results(request: Request) -> Response:
     page = _Page(query)
     query.check()
     _refuse_hidden(filters, account)
-    in_force_on = (end or datetime.now(UTC).date()) if latest else None
-    parameters = {
-        **NO_FILTERS,
-        **filters,
-        "scope": dataset.visible(account),
-        "start_date": start,
-        "end_date": end,
-        "in_force_on": in_force_on,
-    }
+    named = filters.pop("exchange_name")
+    selection = queries.Selection(
+        venues=named if named is not None else _scope(dataset, account),
+        values={name: values for name, values in filters.items() if values is not None},
+        start_date=start,
+        end_date=end,
+        in_force_on=(end or datetime.now(UTC).date()) if latest else None,
+    )
     kind = export.wanted_format(kind or None, request.headers.get("accept", ""))
     if kind == "json":
-        return _page_response(request, dataset, parameters, page)
-    sql = queries.page_of_results(page.order_by, page.order_dir, json=False)
-    everything = {**parameters, "include_source": page.include_source, "limit": None, "offset": 0}
+        return _page_response(request, dataset, selection, page)
+    sql, parameters = queries.page_of_results(
+        selection, order_by=page.order_by, order_dir=page.order_dir, limit=None, offset=0,
+        include_source=page.include_source, json=False,
+    )  # fmt: skip
     name = f"fee-schedule-results-{dataset.version_id}"
-    return export.download(dataset, sql, everything, kind, name)
+    return export.download(dataset, sql, parameters, kind, name)
 
 
 def result_by_id(request: Request) -> JSONResponse:
@@ -71,15 +68,11 @@ def result_by_id(request: Request) -> JSONResponse:
     include_source = query.boolean("include_source")
     query.check()
     dataset = current_dataset(request)
-    parameters = {
-        **NO_FILTERS,
-        "scope": list(dataset.venues),
-        "record_id": request.path_params["record_id"],
-        "include_source": include_source,
-        "limit": 1,
-        "offset": 0,
-    }
-    found = dataset.rows(queries.page_of_results("effective_start", "asc"), parameters)
+    selection = queries.Selection(record_id=request.path_params["record_id"])
+    sql, parameters = queries.page_of_results(
+        selection, limit=1, offset=0, include_source=include_source
+    )
+    found = dataset.rows(sql, parameters)
     if not found:
         raise NotFound("Fee schedule result not found.")
     if not account.may_see(found[0]["exchange_name"]):
@@ -102,8 +95,8 @@ def results_by_version(request: Request) -> JSONResponse:
         raise NotFound("Version not found.")
     if not any(account.may_see(code) for code in venues):
         raise Forbidden(HIDDEN_DATA)
-    parameters = {**NO_FILTERS, "scope": dataset.visible(account), "version_id": version_id}
-    return _page_response(request, dataset, parameters, page)
+    selection = queries.Selection(venues=_scope(dataset, account), version_id=version_id)
+    return _page_response(request, dataset, selection, page)
 
 
 def filters(request: Request) -> JSONResponse:
@@ -139,18 +132,13 @@ class _Page:
 
 
 def _page_response(
-    request: Request, dataset: Dataset, parameters: dict[str, Any], page: _Page
+    request: Request, dataset: Dataset, selection: queries.Selection, page: _Page
 ) -> JSONResponse:
-    [(total,)] = dataset.query(queries.COUNT_MATCHING, parameters)
-    items = dataset.rows(
-        queries.page_of_results(page.order_by, page.order_dir),
-        {
-            **parameters,
-            "include_source": page.include_source,
-            "limit": page.size,
-            "offset": page.size * page.number,
-        },
-    )
+    [(total,)] = dataset.query(*queries.count_matching(selection))
+    sql, parameters = queries.page_of_results(
+        selection, order_by=page.order_by, order_dir=page.order_dir, limit=page.size,
+        offset=page.size * page.number, include_source=page.include_source,
+    )  # fmt: skip
     meta = {
         "record_count": int(total),
         "total_pages": math.ceil(total / page.size),
@@ -158,7 +146,12 @@ def _page_response(
         "page_size": page.size,
         "query_time_ms": elapsed_ms(request),
     }
-    return JSONResponse({"data": items, "meta": meta})
+    return JSONResponse({"data": dataset.rows(sql, parameters), "meta": meta})
+
+
+def _scope(dataset: Dataset, account: Account) -> list[str] | None:
+    """The venues a key is limited to; None when it sees every venue (no condition needed)."""
+    return None if account.exchanges is None else dataset.visible(account)
 
 
 def _filters(query: Query, dataset: Dataset, account: Account) -> dict[str, list[str] | None]:

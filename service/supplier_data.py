@@ -6,7 +6,7 @@ offset paging is stable.
 """
 
 import math
-from typing import Any
+from typing import Any, Final
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse
@@ -24,11 +24,17 @@ TERM_PARAMS = {
     "action": "actions",
     "participant": "participants",
 }
+# ... and the results filter that selects the same column.
+RESULT_FILTER_OF = {
+    "fee_type": "fee_type",
+    "fee_category": "fee_category",
+    "action": "fee_action",
+    "participant": "fee_participant",
+}
 COUNT_PARAMS = (*TERM_PARAMS, "start_date", "end_date")
 DATA_PARAMS = (*COUNT_PARAMS, "offset", "limit")
 
-RECORD = f"""
-SELECT
+RECORD: Final = """
     record_id,
     strftime(effective_start, '%Y-%m-%d') AS effective_start,
     strftime(effective_end, '%Y-%m-%d') AS effective_end,
@@ -41,12 +47,7 @@ SELECT
     CAST(amount AS DOUBLE) AS amount,
     currency,
     unit,
-    fee_basis
-{queries.MATCHING}
-ORDER BY effective_start, record_id
-LIMIT $limit
-OFFSET $offset
-"""
+    fee_basis"""
 
 
 def supplier_data(request: Request) -> JSONResponse:
@@ -59,9 +60,10 @@ def supplier_data(request: Request) -> JSONResponse:
     code = visible_venue(
         dataset, account, request.path_params["supplier_name"], NotFound("supplier not found")
     )
-    parameters = selection.parameters(code)
-    [(total,)] = dataset.query(queries.COUNT_MATCHING, parameters)
-    records = dataset.rows(RECORD, {**parameters, "limit": limit, "offset": offset})
+    chosen = selection.of(code)
+    [(total,)] = dataset.query(*queries.count_matching(chosen))
+    order = "effective_start ASC, record_id ASC"
+    records = dataset.rows(*queries.page_of(chosen, RECORD, order, limit=limit, offset=offset))
     for record in records:
         for column in ("fee_type", "fee_category", "action", "participant"):
             record[column] = IDENTIFIER_OF[column][record[column]]
@@ -88,7 +90,7 @@ def supplier_data_count(request: Request) -> JSONResponse:
     code = visible_venue(
         dataset, account, request.path_params["supplier_name"], NotFound("supplier not found")
     )
-    [(total,)] = dataset.query(queries.COUNT_MATCHING, selection.parameters(code))
+    [(total,)] = dataset.query(*queries.count_matching(selection.of(code)))
     data = selection.echo(code) | {
         "total_count": int(total),
         "pagination_info": {
@@ -111,17 +113,16 @@ class _Selection:
             self.given[name] = value
             self.stored[name] = None if value is None else _stored_values(name, dimension, value)
 
-    def parameters(self, code: str) -> dict[str, Any]:
-        return {
-            **dict.fromkeys((*queries.RESULT_FILTERS, "in_force_on", "version_id", "record_id")),
-            "scope": [code],
-            "fee_type": self.stored["fee_type"],
-            "fee_category": self.stored["fee_category"],
-            "fee_action": self.stored["action"],
-            "fee_participant": self.stored["participant"],
-            "start_date": self.start,
-            "end_date": self.end,
+    def of(self, code: str) -> queries.Selection:
+        """These filters on one venue, in the results' filter names."""
+        values = {
+            RESULT_FILTER_OF[name]: stored
+            for name, stored in self.stored.items()
+            if stored is not None
         }
+        return queries.Selection(
+            venues=[code], values=values, start_date=self.start, end_date=self.end
+        )
 
     def echo(self, code: str) -> dict[str, Any]:
         window = None
