@@ -47,6 +47,16 @@ def date_window(request: Request) -> tuple[date | None, date | None]:
     return start, end
 
 
+def echo_window(start: date | None, end: date | None) -> dict[str, str | None] | None:
+    """The window as the supplier family echoes it: null sides kept, null when no window."""
+    if start is None and end is None:
+        return None
+    return {
+        "start_date": start.isoformat() if start else None,
+        "end_date": end.isoformat() if end else None,
+    }
+
+
 class Query:
     """The exchange family's parameters: every problem is collected, then one 422 names all.
 

@@ -17,19 +17,13 @@ from service.errors import BadRequest, NotFound
 from service.vocabulary import DIMENSIONS, IDENTIFIER_OF
 
 MAX_LIMIT = 100
-# Query parameter -> the discovery dimension whose terms it takes.
+# Query parameter -> (the discovery dimension whose terms it takes, the results filter that
+# selects the same column).
 TERM_PARAMS = {
-    "fee_type": "fee_types",
-    "fee_category": "fee_categories",
-    "action": "actions",
-    "participant": "participants",
-}
-# ... and the results filter that selects the same column.
-RESULT_FILTER_OF = {
-    "fee_type": "fee_type",
-    "fee_category": "fee_category",
-    "action": "fee_action",
-    "participant": "fee_participant",
+    "fee_type": ("fee_types", "fee_type"),
+    "fee_category": ("fee_categories", "fee_category"),
+    "action": ("actions", "fee_action"),
+    "participant": ("participants", "fee_participant"),
 }
 COUNT_PARAMS = (*TERM_PARAMS, "start_date", "end_date")
 DATA_PARAMS = (*COUNT_PARAMS, "offset", "limit")
@@ -108,7 +102,7 @@ class _Selection:
         self.start, self.end = params.date_window(request)
         self.given: dict[str, str | None] = {}
         self.stored: dict[str, list[str] | None] = {}
-        for name, dimension in TERM_PARAMS.items():
+        for name, (dimension, _) in TERM_PARAMS.items():
             value = request.query_params.get(name)
             self.given[name] = value
             self.stored[name] = None if value is None else _stored_values(name, dimension, value)
@@ -116,7 +110,7 @@ class _Selection:
     def of(self, code: str) -> queries.Selection:
         """These filters on one venue, in the results' filter names."""
         values = {
-            RESULT_FILTER_OF[name]: stored
+            TERM_PARAMS[name][1]: stored
             for name, stored in self.stored.items()
             if stored is not None
         }
@@ -125,12 +119,7 @@ class _Selection:
         )
 
     def echo(self, code: str) -> dict[str, Any]:
-        window = None
-        if self.start is not None or self.end is not None:
-            window = {
-                "start_date": self.start.isoformat() if self.start else None,
-                "end_date": self.end.isoformat() if self.end else None,
-            }
+        window = params.echo_window(self.start, self.end)
         return {"supplier": code, **self.given, "date_range": window}
 
 

@@ -49,12 +49,7 @@ def discovery(request: Request, endpoint: str) -> JSONResponse:
     counts = dataset.counts(column, code, start, end)
     venue = dataset.venues[code]
     items = [_item(endpoint, term, counts, venue) for term in terms if _present(term, counts)]
-    date_range = None
-    if start is not None or end is not None:
-        date_range = {
-            "start_date": start.isoformat() if start else None,
-            "end_date": end.isoformat() if end else None,
-        }
+    date_range = params.echo_window(start, end)
     data: dict[str, Any] = {"supplier": code, "date_range": date_range, endpoint: items}
     data[SHAPES[endpoint][2]] = len(items)
     return JSONResponse({"success": True, "data": data})
