@@ -3,6 +3,7 @@
 import hashlib
 import json
 import shutil
+import sys
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -129,6 +130,7 @@ def _build(
         con.execute(stage.CREATE_VENUES, {"codes": [venue.code for venue in venues]})
         con.execute(stage.CREATE_STAGING)
         rows_read = _stage_files(con, files)
+        _phase(f"checking {rows_read:,} rows")
         stage.check_rows(con)
         rejects = {row[0]: (row[1], row[2]) for row in con.execute(stage.REJECT_COUNTS).fetchall()}
         problems = sum(count for count, _ in rejects.values())
@@ -141,6 +143,7 @@ def _build(
             )
         con.execute(stage.copy_rejects(version / "rejects.csv"))
         write.load_previous(con, current / "fees" if current else None)
+        _phase("writing Parquet (sorted, partitioned by venue)")
         records = write.write_fees(
             con, version / "fees", version_id=version_id, ingested_at=created.isoformat()
         )
@@ -175,6 +178,12 @@ def _configure(con: duckdb.DuckDBPyConnection, work: Path, memory_limit: str) ->
     con.execute(f"SET memory_limit = {stage.sql_string(memory_limit)}")
     con.execute(f"SET temp_directory = {stage.sql_string(str(work / 'spill'))}")
     con.execute("SET enable_progress_bar = false")
+
+
+def _phase(message: str) -> None:
+    """Say what a long ingest is doing, in a terminal only (CI and pipes stay quiet)."""
+    if sys.stderr.isatty():
+        tqdm.write(f"{message}...", file=sys.stderr)
 
 
 def _inspect(path: Path, raw_dir: Path) -> RawFile:
