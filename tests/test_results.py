@@ -357,3 +357,24 @@ def test_an_empty_export_still_carries_its_columns(client: httpx.Client) -> None
 def test_the_accept_header_chooses_by_preference(accept: str, kind: str) -> None:
     assert export.wanted_format(None, accept) == kind
     assert export.wanted_format("csv", accept) == "csv"  # the parameter wins
+
+
+@pytest.mark.parametrize("order_by", ["effective_start", "exchange_name", "fee_type", "amount"])
+@pytest.mark.parametrize("order_dir", ["asc", "desc"])
+@pytest.mark.parametrize("params", [{}, {"fee_type": "equity"}], ids=["all", "equity"])
+def test_a_page_walk_equals_duckdbs_own_order(
+    client: httpx.Client,
+    fixture_version: IngestResult,
+    order_by: str,
+    order_dir: str,
+    params: dict[str, str],
+) -> None:
+    column = {"exchange_name": "exchange"}.get(order_by, order_by)
+    where = "fee_type = 'equity'" if params else "true"
+    con = open_version(fixture_version.version_dir)
+    expected = con.execute(
+        f"SELECT record_id FROM fees WHERE {where} "
+        f"ORDER BY {column} {order_dir} NULLS LAST, record_id ASC"
+    ).fetchall()
+    walked = all_ids(client, order_by=order_by, order_dir=order_dir, **params)
+    assert walked == [record_id for (record_id,) in expected]
