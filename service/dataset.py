@@ -68,10 +68,9 @@ class Dataset:
         self.version_id: str = self.manifest["version_id"]
         self.as_of = date.fromisoformat(self.manifest["as_of"])
         self._con = _connect(settings)
+        files = sorted((version_dir / "fees").glob("exchange=*/*.parquet"))
         self._con.execute(
-            queries.CREATE_FEES_VIEW.format(
-                fees=sql_string(str(version_dir / "fees" / "**" / "*.parquet"))
-            )
+            queries.CREATE_FEES_VIEW.format(files=", ".join(sql_string(str(f)) for f in files))
         )
         self._con.execute(
             queries.CREATE_REGISTRY_VIEW.format(

@@ -12,11 +12,13 @@ from service.vocabulary import DIMENSIONS
 
 ROLLUP_COLUMNS: Final = tuple(column for column, _ in DIMENSIONS.values())
 
-# Views over one version's files; the paths are the service's own, quoted by the caller.
+# Views over one version's files; the paths are the service's own, quoted by the caller. The
+# files are listed once, when the version is opened (a published version never changes), so
+# no query pays for expanding a glob.
 CREATE_FEES_VIEW: Final = """
 CREATE VIEW fees AS
 SELECT *
-FROM read_parquet({fees}, hive_partitioning = true, hive_types = {{'exchange': VARCHAR}})
+FROM read_parquet([{files}], hive_partitioning = true, hive_types = {{'exchange': VARCHAR}})
 """
 
 CREATE_REGISTRY_VIEW: Final = "CREATE VIEW registry AS SELECT * FROM read_parquet({registry})"
