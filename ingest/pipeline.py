@@ -13,6 +13,7 @@ from typing import Any
 
 import duckdb
 import pyarrow as pa
+import pyarrow.parquet as pq
 from tqdm import tqdm
 
 from ingest import publish, stage, write
@@ -84,28 +85,24 @@ def run_ingest(
         finally:
             shutil.rmtree(work, ignore_errors=True)
         pruned = publish.prune(data_dir, keep=keep)
+    counts = {name: result.manifest[name] for name in COUNTS}
     return IngestResult(
         changed=True,
         version_id=version_id,
         version_dir=final,
-        rows_read=result.rows_read,
-        records=result.records,
-        rejected_rows=result.rejected_rows,
-        problems=result.problems,
-        duplicates=result.duplicates,
         pruned=pruned,
         first_rejects=result.first_rejects,
+        **counts,
     )
+
+
+# The counts an ingest reports, kept once: in the manifest.
+COUNTS = ("rows_read", "records", "rejected_rows", "problems", "duplicates")
 
 
 @dataclass
 class _Built:
     manifest: dict[str, Any]
-    rows_read: int
-    records: int
-    rejected_rows: int
-    problems: int
-    duplicates: int
     first_rejects: list[dict[str, Any]]
 
 
@@ -170,7 +167,7 @@ def _build(
         "duplicates": duplicates,
         "venues": venue_counts,
     }
-    return _Built(manifest, rows_read, records, rejected_rows, problems, duplicates, first_rejects)
+    return _Built(manifest, first_rejects)
 
 
 def _configure(con: duckdb.DuckDBPyConnection, work: Path, memory_limit: str) -> None:
@@ -275,8 +272,6 @@ def describe_reject(reject: dict[str, Any]) -> str:
 
 
 def _write_registry(target: Path, venues: list[Venue]) -> None:
-    import pyarrow.parquet as pq
-
     table = pa.table(
         {
             "code": [venue.code for venue in venues],

@@ -9,6 +9,7 @@ import csv
 import hashlib
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TextIO
 
 from ingest.errors import MalformedFile
 from ingest.schema import RAW_COLUMNS
@@ -51,37 +52,41 @@ def is_regular(newlines: int, records: int) -> bool:
     return newlines in (records, records + 1)
 
 
+def _records(handle: TextIO) -> Iterator[tuple[int, int, list[str]]]:
+    """(first line, last line, fields) of every non-blank record, header included; quoted line
+    breaks and blank lines are counted as lines, as they are in the file."""
+    reader = csv.reader(handle, strict=True)
+    previous_end = 0
+    for row in reader:
+        start, previous_end = previous_end + 1, reader.line_num
+        if row:
+            yield start, previous_end, row
+
+
 def record_lines(path: Path) -> Iterator[tuple[int, int]]:
     """(ordinal, first physical line) of each record; blank lines are skipped, as DuckDB does."""
     with path.open(newline="", encoding="utf-8-sig") as handle:
-        reader = csv.reader(handle, strict=True)
-        previous_end = 0
-        ordinal = -1  # the header is ordinal 0 and is not yielded
-        for row in reader:
-            start, previous_end = previous_end + 1, reader.line_num
-            if not row:
-                continue
-            ordinal += 1
-            if ordinal:
-                yield ordinal, start
+        records = _records(handle)
+        next(records, None)  # the header is ordinal 0
+        for ordinal, (start, _, _) in enumerate(records, start=1):
+            yield ordinal, start
 
 
 def find_malformation(path: Path, shown: str) -> MalformedFile | None:
     """The first structural fault of a file with its exact line, or None if Python finds none."""
+    last_end = 0
     try:
         with path.open(newline="", encoding="utf-8-sig", errors="strict") as handle:
-            reader = csv.reader(handle, strict=True)
-            previous_end = 0
-            for row in reader:
-                start, previous_end = previous_end + 1, reader.line_num
-                if row and len(row) != len(RAW_COLUMNS):
+            for start, end, row in _records(handle):
+                if len(row) != len(RAW_COLUMNS):
                     return MalformedFile(
                         shown, start, f"expected {len(RAW_COLUMNS)} fields, found {len(row)}"
                     )
+                last_end = end  # a parse error is in the record after this one
     except UnicodeDecodeError:
         return MalformedFile(shown, _undecodable_line(path), "bytes are not valid UTF-8")
     except csv.Error as error:
-        return MalformedFile(shown, previous_end + 1, str(error))
+        return MalformedFile(shown, last_end + 1, str(error))
     return None
 
 

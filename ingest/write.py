@@ -1,7 +1,8 @@
 """Turning the checked staging rows into the published `fees` Parquet files.
 
-Derived columns are computed here, in SQL: the content id, the parsed amount, the source line,
-and the version that first published each record (carried forward from the previous version).
+Derived columns are computed here, in SQL: the parsed amount, the source line, and the version
+that first published each record (carried forward from the previous version). The content id
+is computed while staging (`ingest.stage.RECORD_ID`).
 """
 
 from pathlib import Path
@@ -16,7 +17,8 @@ from ingest.stage import JOIN_LINES, LINE_OF_ROW, sql_string
 MONEY: Final = r"(?:[0-9]{1,3}(?:,[0-9]{3})+|[0-9]{1,12})(?:\.[0-9]{1,8})?"
 PLAIN_MONEY: Final = rf"\(\${MONEY}\)|-?\${MONEY}"
 
-AMOUNT: Final = f"""CASE WHEN regexp_full_match(fee_amount, '{PLAIN_MONEY}') THEN
+# `plain` (is the printed amount a plain money figure?) is computed once per row, below.
+AMOUNT: Final = f"""CASE WHEN plain THEN
     CAST(
         CASE WHEN fee_amount[1] IN ('(', '-') THEN -1 ELSE 1 END
         * CAST(replace(regexp_extract(fee_amount, '{MONEY}'), ',', '') AS DECIMAL(20, 8))
@@ -24,14 +26,14 @@ AMOUNT: Final = f"""CASE WHEN regexp_full_match(fee_amount, '{PLAIN_MONEY}') THE
     )
 END"""
 
-UNIT: Final = f"""CASE WHEN regexp_full_match(fee_amount, '{PLAIN_MONEY}') THEN
+UNIT: Final = """CASE WHEN plain THEN
     nullif(trim(regexp_replace(lower(fee_basis), '[^a-z0-9%]+', '_', 'g'), '_'), '')
 END"""
 
 # What each published column is made of; columns not listed are copied as they are.
 DERIVED: Final = {
     "amount": AMOUNT,
-    "currency": f"CASE WHEN regexp_full_match(fee_amount, '{PLAIN_MONEY}') THEN 'USD' END",
+    "currency": "CASE WHEN plain THEN 'USD' END",
     "unit": UNIT,
     "effective_start": "CAST(effective_start AS DATE)",
     "effective_end": "CAST(effective_end AS DATE)",
@@ -61,7 +63,7 @@ SELECT_FEES: Final = f"""
 SELECT
     {", ".join(f"{DERIVED.get(name, name)} AS {name}" for name, _ in FEE_COLUMNS)}
 FROM (
-    SELECT rowid AS row_no, *
+    SELECT rowid AS row_no, *, regexp_full_match(fee_amount, '{PLAIN_MONEY}') AS plain
     FROM staged
     WHERE rowid NOT IN (SELECT row_no FROM problems)
     AND rowid NOT IN (SELECT row_no FROM later_duplicates)

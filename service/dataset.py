@@ -153,7 +153,7 @@ class Dataset:
                 records=sum(n for types in categories.values() for n in types.values()),
                 categories={c: tuple(sorted(types)) for c, types in categories.items()},
             )
-        for code, earliest, latest, _, *lists in self.query(
+        for code, earliest, latest, *lists in self.query(
             queries.VENUE_DETAILS, {"as_of": self.as_of}
         ):
             values = {

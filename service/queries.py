@@ -1,7 +1,8 @@
 """Every SQL statement the service runs, as named constants with bound parameters.
 
-Identifiers never come from a request: the few that vary (a rollup's dimension column) are
-chosen from `ROLLUP_COLUMNS`, a fixed allow-list, when the version is opened.
+Identifiers never come from a request: every column that varies (a rollup's dimension, a
+results filter, a sort key) is looked up in a fixed allow-list here (`ROLLUP_COLUMNS`,
+`RESULT_FILTERS`, `ORDER_COLUMNS`), and an unknown name fails the lookup.
 """
 
 from dataclasses import dataclass, field
@@ -53,14 +54,9 @@ ORDER BY code
 """
 
 EXCHANGE_SUMMARY: Final = """
-SELECT exchange, fee_type, fee_category, sum(records) AS records
-FROM (
-    SELECT exchange, fee_type, fee_category, count(*) AS records
-    FROM fees
-    GROUP BY ALL
-)
+SELECT exchange, fee_type, fee_category, count(*) AS records
+FROM fees
 GROUP BY ALL
-ORDER BY ALL
 """
 
 # Coverage: merge each venue's effective periods (a record still in force runs to the as-of
@@ -108,7 +104,6 @@ SELECT
     exchange,
     min(effective_start) AS earliest,
     max(coalesce(effective_end, greatest(effective_start, CAST($as_of AS DATE)))) AS latest,
-    count(*) AS records,
     list(DISTINCT fee_type) AS fee_types,
     list(DISTINCT fee_category) AS fee_categories,
     list(DISTINCT action) AS actions,

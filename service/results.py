@@ -38,17 +38,17 @@ def list_results(request: Request) -> Response:
     account = key_header_account(request)
     query = Query(request, LIST_PARAMS)
     dataset = current_dataset(request)
-    filters = _filters(query, dataset, account)
+    filters = _filters(query)
+    named = _venue_codes(query, dataset, account)
     start, end = query.window()
     latest = query.boolean("latest_only")
     kind = query.choice("format", ("json", "csv", "parquet"))
     page = _Page(query)
     query.check()
-    _refuse_hidden(filters, account)
-    named = filters.pop("exchange_name")
+    _refuse_hidden(named, account)
     selection = queries.Selection(
         venues=named if named is not None else _scope(dataset, account),
-        values={name: values for name, values in filters.items() if values is not None},
+        values=filters,
         start_date=start,
         end_date=end,
         in_force_on=(end or datetime.now(UTC).date()) if latest else None,
@@ -106,9 +106,9 @@ def filters(request: Request) -> JSONResponse:
     account = key_header_account(request)
     query = Query(request, ("exchange_name",))
     dataset = current_dataset(request)
-    named = _filters(query, dataset, account)["exchange_name"]
+    named = _venue_codes(query, dataset, account)
     query.check()
-    _refuse_hidden({"exchange_name": named}, account)
+    _refuse_hidden(named, account)
     venues = [
         dataset.venues[code]
         for code in (named or dataset.visible(account))
@@ -189,16 +189,21 @@ def _scope(dataset: Dataset, account: Account) -> list[str] | None:
     return None if account.exchanges is None else dataset.visible(account)
 
 
-def _filters(query: Query, dataset: Dataset, account: Account) -> dict[str, list[str] | None]:
-    """The repeatable filters, checked; venue names are resolved to codes (any name or alias)."""
-    chosen: dict[str, list[str] | None] = {}
+def _filters(query: Query) -> dict[str, list[str]]:
+    """The given dimension filters (venues aside), each value checked against its vocabulary."""
+    chosen = {}
     for name, column in queries.RESULT_FILTERS.items():
-        if column != "exchange":
-            chosen[name] = query.choices(name, VOCABULARIES[column])
+        values = None if column == "exchange" else query.choices(name, VOCABULARIES[column])
+        if values is not None:
+            chosen[name] = values
+    return chosen
+
+
+def _venue_codes(query: Query, dataset: Dataset, account: Account) -> list[str] | None:
+    """The venues named by `exchange_name` (any name or alias), as codes; None when not given."""
     names = query.values("exchange_name")
     if names is None:
-        chosen["exchange_name"] = None
-        return chosen
+        return None
     codes = [dataset.resolve(name) for name in names]
     unknown = [name for name, code in zip(names, codes, strict=True) if code is None]
     if unknown:
@@ -206,10 +211,9 @@ def _filters(query: Query, dataset: Dataset, account: Account) -> dict[str, list
         # compatible service, so this family does admit that a hidden venue exists.)
         query.fail("exchange_name", f"unknown exchange(s): {', '.join(unknown)}",
                    dataset.visible(account))  # fmt: skip
-    chosen["exchange_name"] = [code for code in codes if code is not None]
-    return chosen
+    return [code for code in codes if code is not None]
 
 
-def _refuse_hidden(filters: dict[str, list[str] | None], account: Account) -> None:
-    if any(not account.may_see(code) for code in filters["exchange_name"] or []):
+def _refuse_hidden(codes: list[str] | None, account: Account) -> None:
+    if any(not account.may_see(code) for code in codes or []):
         raise Forbidden(HIDDEN_DATA)

@@ -252,7 +252,7 @@ def test_filters_list_every_value_across_visible_venues(client: httpx.Client) ->
     narrowed = client.get(
         f"{RESULTS}filters", params={"exchange_name": "memx"}, headers=exchange_headers()
     ).json()
-    assert narrowed["data"] | {} == {
+    assert narrowed["data"] == {
         "exchange_names": ["memx"],
         "fee_types": ["equity"],
         "fee_categories": ["fees_and_rebates", "market_data_fees"],
