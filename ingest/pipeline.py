@@ -140,13 +140,13 @@ def _build(
             )
         con.execute(stage.copy_rejects(version / "rejects.csv"))
         write.load_previous(con, current / "fees" if current else None)
-        _phase("writing Parquet (sorted, partitioned by venue)")
-        records = write.write_fees(
+        _phase("sorting and writing Parquet (a file per venue)")
+        venue_counts = write.write_fees(
             con, version / "fees", version_id=version_id, ingested_at=created.isoformat()
         )
+        records = sum(venue_counts.values())
         if records == 0:
             raise IngestError("no valid records in the raw files; nothing published")
-        venue_counts = write.count_by_venue(con, version / "fees")
     finally:
         con.close()
     _write_registry(version / "exchanges.parquet", venues)

@@ -14,12 +14,9 @@ import duckdb
 from ingest.schema import DATE_COLUMNS, RAW_COLUMNS, REQUIRED, VOCABULARIES
 
 # The content id: md5 of the JSON array of the trimmed raw values (JSON keeps null apart from
-# "" and quotes every value, so no two different rows share the text that is hashed).
-RECORD_ID: Final = f"""(
-    WITH hex AS (SELECT md5(to_json([{", ".join(RAW_COLUMNS)}])) AS h)
-    SELECT h[1:8] || '-' || h[9:12] || '-' || h[13:16] || '-' || h[17:20] || '-' || h[21:32]
-    FROM hex
-)"""
+# "" and quotes every value, so no two different rows share the text that is hashed), held as a
+# UUID (16 bytes to group and join on; its text is the md5 hex digits in 8-4-4-4-12 groups).
+RECORD_ID: Final = f"CAST(md5(to_json([{', '.join(RAW_COLUMNS)}])) AS UUID)"
 
 CREATE_VENUES: Final = "CREATE TABLE venues AS SELECT unnest($codes) AS code"
 
@@ -34,7 +31,7 @@ CREATE TABLE line_map (file_no INTEGER, ordinal BIGINT, line BIGINT);
 CREATE TABLE staged (
     file_no INTEGER,
     {", ".join(f"{name} VARCHAR" for name in RAW_COLUMNS)},
-    record_id VARCHAR
+    record_id UUID
 );
 CREATE TABLE problems (
     row_no BIGINT,

@@ -352,6 +352,33 @@ def test_published_files_are_partitioned_by_venue_and_compressed(
     )
 
 
+def test_each_venue_file_is_in_publishing_order(tmp_path: Path) -> None:
+    """Enough rows for many DuckDB vectors and two writer threads: the order must survive."""
+    import pyarrow.parquet as pq
+
+    synth.generate(rows=60_000, out=tmp_path / "raw", registry=REPO / "data" / "exchanges.csv")
+    version = ingest(tmp_path / "raw", tmp_path / "data")
+    files = sorted((version.version_dir / "fees").glob("exchange=*/*.parquet"))
+    assert len(files) > 2
+    assert sum(pq.ParquetFile(f).metadata.num_rows for f in files) == version.records
+    for path in files:
+        rows = pq.read_table(path, columns=["fee_type", "effective_start", "record_id"]).to_pylist()
+        keys = [(r["fee_type"], r["effective_start"], r["record_id"]) for r in rows]
+        assert keys == sorted(keys), path
+
+
+def test_record_id_is_the_md5_of_the_raw_values_in_uuid_form(tmp_path: Path) -> None:
+    import hashlib
+    import uuid
+
+    row = fee_row()
+    write_raw(tmp_path / "raw" / "one.csv", [row])
+    (record,) = read_fees(ingest(tmp_path / "raw", tmp_path / "data").version_dir)
+    values = [row.get(name) or None for name in RAW_COLUMNS]
+    text = json.dumps(values, separators=(",", ":"), ensure_ascii=False)
+    assert record["record_id"] == str(uuid.UUID(hashlib.md5(text.encode()).hexdigest()))
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("delay", [0.2, 0.8, 1.6, 3.0])
 def test_killing_a_real_ingest_midway_leaves_current_intact(tmp_path: Path, delay: float) -> None:
