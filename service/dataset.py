@@ -185,6 +185,9 @@ def _connect(settings: Settings) -> duckdb.DuckDBPyConnection:
     )
     con.execute("SET enable_progress_bar = false")
     con.execute("SET TimeZone = 'UTC'")  # timestamps are rendered as UTC ISO text
+    # A published version's files never change, so their footers are read once, not per query
+    # (10M rows: an unfiltered results page 477 -> 438 ms, opening a version 3.4 -> 3.1 s).
+    con.execute("SET parquet_metadata_cache = true")
     return con
 
 
