@@ -251,19 +251,29 @@ RESULT_FIELDS: Final = (
 SOURCE_FIELDS: Final = frozenset(
     {"source_document", "source_url", "page_number", "source_file", "source_line"}
 )
-JSON_SHAPES: Final = {
-    "ingested_at": "strftime(ingested_at, '%Y-%m-%dT%H:%M:%S.%fZ')",
-    "amount": "CAST(amount AS DOUBLE)",
-    "effective_start": "strftime(effective_start, '%Y-%m-%d')",
-    "effective_end": "strftime(effective_end, '%Y-%m-%d')",
+ISO_TIMESTAMP: Final = "strftime(ingested_at, '%Y-%m-%dT%H:%M:%S.%fZ')"
+
+# How a field is rendered per answer format; fields not listed keep their stored types. CSV
+# takes the timestamp as text from DuckDB: Arrow's CSV writer formats a zoned timestamp about
+# 20 times slower than all the other fields together (2 s of a 942k-row export's 3 s).
+SHAPES: Final[dict[str, dict[str, str]]] = {
+    "json": {
+        "ingested_at": ISO_TIMESTAMP,
+        "amount": "CAST(amount AS DOUBLE)",
+        "effective_start": "strftime(effective_start, '%Y-%m-%d')",
+        "effective_end": "strftime(effective_end, '%Y-%m-%d')",
+    },
+    "csv": {"ingested_at": ISO_TIMESTAMP},
+    "parquet": {},
 }
 
 
-def result_item(*, json: bool) -> str:
-    """The select list of a result, shaped for a JSON answer or kept typed for an export."""
+def result_item(shape: str) -> str:
+    """The select list of a result, shaped for one answer format (a key of `SHAPES`)."""
+    shapes = SHAPES[shape]
     expressions = []
     for name, column in RESULT_FIELDS:
-        value = JSON_SHAPES.get(name, column) if json else column
+        value = shapes.get(name, column)
         if name in SOURCE_FIELDS:
             value = f"CASE WHEN $include_source THEN {value} END"
         expressions.append(f"{value} AS {name}")
@@ -297,10 +307,10 @@ def page_of_results(
     limit: int | None,
     offset: int,
     include_source: bool,
-    json: bool = True,
+    shape: str = "json",
 ) -> tuple[str, dict[str, Any]]:
     """Results in an allow-listed order, with `record_id` breaking ties so pages are stable."""
     direction = {"asc": "ASC", "desc": "DESC"}[order_dir]
     order = f"{ORDER_COLUMNS[order_by]} {direction} NULLS LAST, record_id ASC"
-    sql, parameters = page_of(selection, result_item(json=json), order, limit=limit, offset=offset)
+    sql, parameters = page_of(selection, result_item(shape), order, limit=limit, offset=offset)
     return sql, {**parameters, "include_source": include_source}

@@ -58,7 +58,7 @@ def list_results(request: Request) -> Response:
         return _page_response(request, dataset, selection, page)
     sql, parameters = queries.page_of_results(
         selection, order_by=page.order_by, order_dir=page.order_dir, limit=None, offset=0,
-        include_source=page.include_source, json=False,
+        include_source=page.include_source, shape=kind,
     )  # fmt: skip
     name = f"fee-schedule-results-{dataset.version_id}"
     return export.download(dataset, sql, parameters, kind, name)

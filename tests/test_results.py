@@ -317,6 +317,14 @@ def test_csv_export_matches_a_direct_query_row_for_row(
     ]
 
 
+def test_csv_export_prints_ingested_at_as_the_json_answer_does(client: httpx.Client) -> None:
+    page = results(client, exchange_name="nasdaq", page_size=100).json()["data"]
+    rows = csv.DictReader(io.StringIO(results(client, exchange_name="nasdaq", format="csv").text))
+    as_csv = {row["record_id"]: row["ingested_at"] for row in rows}
+    assert as_csv == {item["record_id"]: item["ingested_at"] for item in page}
+    assert all(value.endswith("Z") and "T" in value for value in as_csv.values())
+
+
 def test_parquet_export_by_accept_header_keeps_types(
     client: httpx.Client, fixture_version: IngestResult
 ) -> None:
