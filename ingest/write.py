@@ -98,6 +98,7 @@ def load_previous(con: duckdb.DuckDBPyConnection, previous_fees: Path | None) ->
 
 
 CREATE_FINAL: Final = f"CREATE TABLE final AS {SELECT_FEES}"
+DROP_STAGED: Final = "DROP TABLE staged"
 
 VENUE_COUNTS: Final = "SELECT exchange, count(*) FROM final GROUP BY exchange ORDER BY exchange"
 
@@ -120,11 +121,11 @@ def write_fees(
     Consumes `staged`: it is dropped once the sorted copy exists, to free its memory."""
     con.execute(FIND_LATER_DUPLICATES)
     con.execute(CREATE_FINAL, {"version_id": version_id, "ingested_at": ingested_at})
-    con.execute("DROP TABLE staged")
+    con.execute(DROP_STAGED)
     counts = {str(code): int(count) for code, count in con.execute(VENUE_COUNTS).fetchall()}
 
     def write_venue(code: str) -> None:
-        # Venue codes come from the registry, which allows only [a-z0-9_] in a code.
+        # Venue codes come from the registry (`registry.CODE_PATTERN`: [a-z][a-z0-9_]*).
         partition = target / f"exchange={code}"
         partition.mkdir(parents=True)
         path = sql_string(str(partition / "data_0.parquet"))

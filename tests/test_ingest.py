@@ -1,16 +1,19 @@
 """The ingest end to end: real CSVs in, real Parquet versions out, read back with DuckDB."""
 
 import csv
+import hashlib
 import json
 import os
 import signal
 import subprocess
 import sys
 import time
+import uuid
 from datetime import date
 from decimal import Decimal
 from pathlib import Path
 
+import pyarrow.parquet as pq
 import pytest
 
 from ingest import publish, synth
@@ -342,8 +345,6 @@ def test_published_files_are_partitioned_by_venue_and_compressed(
         "exchange=nasdaq",
         "exchange=nyse",
     ]
-    import pyarrow.parquet as pq
-
     meta = pq.ParquetFile(next((fees / "exchange=nasdaq").glob("*.parquet"))).metadata
     assert meta.row_group(0).column(0).compression == "ZSTD"
     assert json.loads((fixture_version.version_dir / "manifest.json").read_text())["records"] == 13
@@ -354,8 +355,6 @@ def test_published_files_are_partitioned_by_venue_and_compressed(
 
 def test_each_venue_file_is_in_publishing_order(tmp_path: Path) -> None:
     """Enough rows for many DuckDB vectors and two writer threads: the order must survive."""
-    import pyarrow.parquet as pq
-
     synth.generate(rows=60_000, out=tmp_path / "raw", registry=REPO / "data" / "exchanges.csv")
     version = ingest(tmp_path / "raw", tmp_path / "data")
     files = sorted((version.version_dir / "fees").glob("exchange=*/*.parquet"))
@@ -368,9 +367,6 @@ def test_each_venue_file_is_in_publishing_order(tmp_path: Path) -> None:
 
 
 def test_record_id_is_the_md5_of_the_raw_values_in_uuid_form(tmp_path: Path) -> None:
-    import hashlib
-    import uuid
-
     row = fee_row()
     write_raw(tmp_path / "raw" / "one.csv", [row])
     (record,) = read_fees(ingest(tmp_path / "raw", tmp_path / "data").version_dir)
