@@ -31,9 +31,16 @@ AMOUNT: Final = f"""CASE WHEN plain THEN
     )
 END"""
 
-UNIT: Final = """CASE WHEN plain THEN
-    nullif(trim(regexp_replace(lower(fee_basis), '[^a-z0-9%]+', '_', 'g'), '_'), '')
-END"""
+# The normalised unit of each distinct printed basis, made once per basis rather than per row.
+CREATE_UNITS: Final = """
+CREATE TABLE units AS
+SELECT
+    fee_basis,
+    nullif(trim(regexp_replace(lower(fee_basis), '[^a-z0-9%]+', '_', 'g'), '_'), '') AS unit
+FROM (SELECT DISTINCT fee_basis FROM staged WHERE fee_basis IS NOT NULL)
+"""
+
+UNIT: Final = "CASE WHEN plain THEN units.unit END"
 
 # What each published column is made of; columns not listed are copied as they are.
 DERIVED: Final = {
@@ -75,6 +82,7 @@ FROM (
     AND rowid NOT IN (SELECT row_no FROM later_duplicates)
 ) AS located
 {JOIN_LINES}
+LEFT JOIN units USING (fee_basis)
 LEFT JOIN previous USING (record_id)
 ORDER BY exchange, fee_type, effective_start, record_id
 """
@@ -120,6 +128,7 @@ def write_fees(
 
     Consumes `staged`: it is dropped once the sorted copy exists, to free its memory."""
     con.execute(FIND_LATER_DUPLICATES)
+    con.execute(CREATE_UNITS)
     con.execute(CREATE_FINAL, {"version_id": version_id, "ingested_at": ingested_at})
     con.execute(DROP_STAGED)
     counts = {str(code): int(count) for code, count in con.execute(VENUE_COUNTS).fetchall()}
