@@ -16,7 +16,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from tqdm import tqdm
 
-from ingest import publish, stage, write
+from ingest import publish, serving, stage, write
 from ingest.errors import IngestError, MalformedFile, RowsRejected
 from ingest.rawfiles import (
     check_header,
@@ -147,6 +147,8 @@ def _build(
         records = sum(venue_counts.values())
         if records == 0:
             raise IngestError("no valid records in the raw files; nothing published")
+        _phase("writing the serving copy and results index")
+        serving.write_serving(con, version)
     finally:
         con.close()
     _write_registry(version / "exchanges.parquet", venues)

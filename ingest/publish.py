@@ -4,6 +4,7 @@
         current -> versions/<version id>       (a symlink, replaced atomically)
         versions/<version id>/
             manifest.json  fees/exchange=<code>/*.parquet  exchanges.parquet  rejects.csv
+            serving.duckdb  index/                    (the service's copy: ingest.serving)
         versions/.staging-<version id>/         (being built; never read)
         .ingest.lock
 
