@@ -35,6 +35,7 @@ from starlette.routing import Route
 
 from ingest.bench import ensure_synth, machine, write_section
 from ingest.publish import current_version_dir
+from ingest.serving import SERVING_FILE
 
 STATIC_BODY = b'{"data":[{"name":"static","record_count":0}],"meta":{"record_count":1}}'
 
@@ -73,7 +74,9 @@ def cases(supplier: str) -> list[Case]:
 
 def ensure_dataset(rows: int, registry: Path) -> Path:
     data = Path(".bench") / f"warehouse-{rows}"
-    if current_version_dir(data) is None:
+    current = current_version_dir(data)
+    if current is None or not (current / SERVING_FILE).exists():  # none, or made before it
+        shutil.rmtree(data, ignore_errors=True)
         raw = ensure_synth(rows, registry)
         subprocess.run(
             [sys.executable, "-m", "ingest", "--raw", str(raw), "--data", str(data),

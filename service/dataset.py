@@ -19,9 +19,11 @@ import duckdb
 import pyarrow as pa
 
 from ingest.publish import current_version_dir, read_manifest
+from ingest.serving import INDEX_DIR, SERVING_FILE
 from ingest.stage import sql_string
 from service import queries
 from service.accounts import Account
+from service.index import ResultsIndex
 from service.settings import Settings
 from service.vocabulary import DATA_TYPE_OF_CATEGORY, DATA_TYPE_ORDER
 
@@ -79,6 +81,12 @@ class Dataset:
         )
         for column in queries.ROLLUP_COLUMNS:
             self._con.execute(queries.CREATE_ROLLUP.format(column=column))
+        # Versions written before the serving copy existed are answered by SQL alone.
+        self.index: ResultsIndex | None = None
+        if (version_dir / SERVING_FILE).exists():
+            serving = sql_string(str(version_dir / SERVING_FILE))
+            self._con.execute(f"ATTACH {serving} AS serving (READ_ONLY)")
+            self.index = ResultsIndex(version_dir / INDEX_DIR)
         self.venues, self._names = self._load_venues()
         self.coverage = self._load_coverage()
         self.versions = self._load_versions()

@@ -280,6 +280,19 @@ def result_item(shape: str) -> str:
     return ",\n    ".join(expressions)
 
 
+# Records by position in the version's serving copy (`ingest.serving`), for index-found pages.
+ROWS_AT: Final = """
+SELECT rowid AS position, {projection}
+FROM serving.rows
+WHERE rowid = ANY($positions)
+"""
+
+
+def rows_at(positions: list[int], *, include_source: bool) -> tuple[str, dict[str, Any]]:
+    sql = ROWS_AT.format(projection=result_item("json"))
+    return sql, {"positions": positions, "include_source": include_source}
+
+
 PAGE: Final = """
 SELECT {projection}
 {where}

@@ -19,6 +19,7 @@ from service.access import current_dataset, key_header_account
 from service.accounts import Account
 from service.dataset import DETAIL_DIMENSIONS, Dataset
 from service.errors import Forbidden, NotFound, elapsed_ms
+from service.index import ResultsIndex
 from service.params import Query
 
 PAGE_PARAMS = ("page_size", "page_number", "order_by", "order_dir", "include_source")
@@ -139,18 +140,11 @@ def _page_response(
     """One page, found through a histogram of the sort column rather than by ordering every
     match: the page is then read from the few sort values it covers, so a deep page costs
     about what the first one does."""
-    groups = dataset.query(*queries.sort_histogram(selection, page.order_by))
-    total = sum(int(records) for _, records in groups)
     offset = page.size * page.number
-    values, skip = _values_covering(groups, page.order_dir, offset, page.size)
-    items: list[dict[str, object]] = []
-    if values:
-        narrowed = replace(selection, sort_values=(page.order_by, values))
-        sql, parameters = queries.page_of_results(
-            narrowed, order_by=page.order_by, order_dir=page.order_dir, limit=page.size,
-            offset=skip, include_source=page.include_source,
-        )  # fmt: skip
-        items = dataset.rows(sql, parameters)
+    if dataset.index is not None and dataset.index.serves(selection):
+        total, items = _indexed_page(dataset, dataset.index, selection, page, offset)
+    else:
+        total, items = _sql_page(dataset, selection, page, offset)
     meta = {
         "record_count": total,
         "total_pages": math.ceil(total / page.size),
@@ -159,6 +153,33 @@ def _page_response(
         "query_time_ms": elapsed_ms(request),
     }
     return JSONResponse({"data": items, "meta": meta})
+
+
+def _indexed_page(
+    dataset: Dataset, index: ResultsIndex, selection: queries.Selection, page: _Page, offset: int
+) -> tuple[int, list[dict[str, object]]]:
+    total, positions = index.page(selection, page.order_by, page.order_dir, offset, page.size)
+    if not positions:
+        return total, []
+    found = dataset.rows(*queries.rows_at(positions, include_source=page.include_source))
+    by_position = {row.pop("position"): row for row in found}
+    return total, [by_position[position] for position in positions]
+
+
+def _sql_page(
+    dataset: Dataset, selection: queries.Selection, page: _Page, offset: int
+) -> tuple[int, list[dict[str, object]]]:
+    groups = dataset.query(*queries.sort_histogram(selection, page.order_by))
+    total = sum(int(records) for _, records in groups)
+    values, skip = _values_covering(groups, page.order_dir, offset, page.size)
+    if not values:
+        return total, []
+    narrowed = replace(selection, sort_values=(page.order_by, values))
+    sql, parameters = queries.page_of_results(
+        narrowed, order_by=page.order_by, order_dir=page.order_dir, limit=page.size,
+        offset=skip, include_source=page.include_source,
+    )  # fmt: skip
+    return total, dataset.rows(sql, parameters)
 
 
 def _values_covering(

@@ -1,0 +1,272 @@
+"""Results pages from the version's index arrays (written by `ingest.serving`), not from SQL.
+
+Positions follow the files' order: venue, fee type, effective start, record id. So one venue
+and fee type is a contiguous run, sorted by effective start and then by record id. A request's
+venues and fee types pick runs; its date window cuts each run short (a record that starts after
+the window ends cannot overlap it); every other filter is a vectorized test of the run's codes.
+
+The page is then found without ordering every match: the matches are counted per value of the
+sort column, the values that cover the page's positions are picked in serving order, and only
+the records holding those values are ordered by record id (their precomputed rank). Answers are
+the SQL path's answers exactly; `tests/test_results_index.py` compares the two.
+"""
+
+import itertools
+import json
+from dataclasses import dataclass
+from datetime import date
+from pathlib import Path
+from typing import Any, Final
+
+import numpy as np
+import numpy.typing as npt
+
+from ingest.serving import CODE_TYPES, CODES_FILE, NULL_RANK
+from service.queries import RESULT_FILTERS, Selection
+
+EPOCH: Final = date(1970, 1, 1)
+Array = npt.NDArray[Any]
+
+# Sort keys as index arrays (`queries.ORDER_COLUMNS` names the same keys for SQL).
+ORDER_ARRAYS: Final = {
+    "effective_start": "effective_start",
+    "exchange_name": "exchange",
+    "fee_type": "fee_type",
+    "fee_category": "fee_category",
+    "amount": "amount_rank",
+}
+
+
+@dataclass(frozen=True)
+class Run:
+    """The positions [start, stop) of one venue's records of one fee type."""
+
+    exchange: int
+    fee_type: int
+    start: int
+    stop: int
+
+
+@dataclass(frozen=True)
+class Match:
+    """A run's matching records: all of [run.start, stop) when `positions` is None."""
+
+    run: Run
+    stop: int
+    positions: Array | None
+
+    @property
+    def count(self) -> int:
+        return self.stop - self.run.start if self.positions is None else len(self.positions)
+
+    def all_positions(self) -> Array:
+        if self.positions is None:
+            return np.arange(self.run.start, self.stop, dtype=np.int64)
+        return self.positions
+
+
+class ResultsIndex:
+    def __init__(self, directory: Path) -> None:
+        names: dict[str, list[str]] = json.loads((directory / CODES_FILE).read_text("utf-8"))
+        # Code of each value, per column (0 stands for no value; codes start at 1).
+        self._codes = {
+            column: {value: number for number, value in enumerate(values, start=1)}
+            for column, values in names.items()
+        }
+        self._arrays: dict[str, Array] = {
+            name: np.load(directory / f"{name}.npy", mmap_mode="r")
+            for name in (*CODE_TYPES, "record_rank", "amount_rank")
+        }
+        self.size = len(self._arrays["exchange"])
+        self.runs = self._find_runs()
+        self._groups: dict[int, tuple[Array, Array]] = {}
+        for run in self.runs:  # made once here, so requests only read them
+            self._start_groups(run)
+
+    def _find_runs(self) -> list[Run]:
+        exchange, fee_type = self._arrays["exchange"], self._arrays["fee_type"]
+        if self.size == 0:
+            return []
+        changes = np.flatnonzero((np.diff(exchange) != 0) | (np.diff(fee_type) != 0)) + 1
+        bounds = [0, *changes.tolist(), self.size]
+        return [
+            Run(int(exchange[lo]), int(fee_type[lo]), lo, hi)
+            for lo, hi in itertools.pairwise(bounds)
+        ]
+
+    def page(
+        self, selection: Selection, order_by: str, order_dir: str, offset: int, size: int
+    ) -> tuple[int, list[int]]:
+        """The number of matching records and the positions of the page's records, in order."""
+        column = ORDER_ARRAYS[order_by]
+        matches = self._matches(selection)
+        total = sum(match.count for match in matches)
+        if offset >= total:
+            return total, []
+        # Records per sort value, in serving order (nulls last, whatever the direction).
+        found = [self._histogram(match, column) for match in matches]
+        values, inverse = np.unique(np.concatenate([v for v, _ in found]), return_inverse=True)
+        counts = np.bincount(inverse, weights=np.concatenate([c for _, c in found]))
+        order = np.arange(len(values))
+        if order_dir == "desc":
+            order = order[::-1]
+        missing = values == _null_of(column)
+        order = np.concatenate([order[~missing[order]], order[missing[order]]])
+        ends = np.cumsum(counts[order])
+        first = int(np.searchsorted(ends, offset, side="right"))
+        last = int(np.searchsorted(ends, offset + size - 1, side="right"))
+        chosen = np.sort(values[order[first : last + 1]])
+        skip = offset - (int(ends[first - 1]) if first else 0)
+        # Only the records of the chosen values are ordered: by value, then record id.
+        positions = np.concatenate([self._holding(match, column, chosen) for match in matches])
+        place = np.searchsorted(chosen, self._arrays[column][positions])
+        if order_dir == "desc":
+            place = len(chosen) - 1 - place
+        if len(chosen) > 1 and chosen[-1] == _null_of(column):  # nulls last in both directions
+            place = np.where(self._arrays[column][positions] == chosen[-1], len(chosen), place)
+        keys = (place.astype(np.uint64) << np.uint64(32)) | self._arrays["record_rank"][
+            positions
+        ].astype(np.uint64)
+        wanted = min(skip + size, len(keys))
+        picked = np.argpartition(keys, wanted - 1)[:wanted] if wanted < len(keys) else None
+        chosen_positions = positions if picked is None else positions[picked]
+        chosen_keys = keys if picked is None else keys[picked]
+        ranked = chosen_positions[np.argsort(chosen_keys, kind="stable")]
+        return total, ranked[skip : skip + size].tolist()
+
+    def _histogram(self, match: "Match", column: str) -> tuple[Array, Array]:
+        """The sort values of a run's matches and how many matches hold each."""
+        run = match.run
+        if column in ("exchange", "fee_type"):  # one value per run
+            return np.array([getattr(run, column)]), np.array([match.count])
+        if column == "effective_start" and match.positions is None:
+            days, bounds = self._start_groups(run)
+            ends = np.clip(np.append(bounds[1:], run.stop), run.start, match.stop)
+            begins = np.clip(bounds, run.start, match.stop)
+            return days, ends - begins
+        held = self._values(match, column)
+        if column == "effective_start":  # sorted within a run: no need to sort again
+            bounds = np.concatenate([[0], np.flatnonzero(np.diff(held)) + 1])
+            return held[bounds], np.diff(np.append(bounds, len(held)))
+        values, counts = np.unique(held, return_counts=True)
+        return values, counts
+
+    def _holding(self, match: "Match", column: str, chosen: Array) -> Array:
+        """The positions of a run's matches whose sort value is one of `chosen` (sorted)."""
+        run = match.run
+        if column in ("exchange", "fee_type"):
+            if getattr(run, column) not in chosen:
+                return np.empty(0, dtype=np.int64)
+            return match.all_positions()
+        if column == "effective_start" and match.positions is None:
+            starts = self._arrays["effective_start"][run.start : match.stop]
+            low = int(np.searchsorted(starts, chosen[0], side="left"))
+            high = int(np.searchsorted(starts, chosen[-1], side="right"))
+            return np.arange(run.start + low, run.start + high, dtype=np.int64)
+        positions = match.all_positions()
+        return positions[np.isin(self._arrays[column][positions], chosen)]
+
+    def _values(self, match: "Match", column: str) -> Array:
+        if match.positions is None:
+            return np.asarray(self._arrays[column][match.run.start : match.stop])
+        return np.asarray(self._arrays[column][match.positions])
+
+    def _start_groups(self, run: Run) -> tuple[Array, Array]:
+        """A run's distinct effective starts (sorted) and the position where each begins."""
+        cached = self._groups.get(run.start)
+        if cached is None:
+            starts = self._arrays["effective_start"][run.start : run.stop]
+            bounds = np.concatenate([[0], np.flatnonzero(np.diff(starts)) + 1])
+            cached = (np.asarray(starts[bounds]), bounds + run.start)
+            self._groups[run.start] = cached
+        return cached
+
+    def _matches(self, selection: Selection) -> list["Match"]:
+        """Each selected run with the part of it that matches."""
+        wanted = self._wanted_codes(selection)
+        if wanted is None:
+            return []
+        latest_start = _min_date(selection.end_date, selection.in_force_on)
+        earliest_end = _max_date(selection.start_date, selection.in_force_on)
+        tested = [column for column in wanted if column not in ("exchange", "fee_type")]
+        starts = self._arrays["effective_start"]
+        matches: list[Match] = []
+        for run in self.runs:
+            if not (_allowed(wanted, "exchange", run.exchange)
+                    and _allowed(wanted, "fee_type", run.fee_type)):  # fmt: skip
+                continue
+            stop = run.stop
+            if latest_start is not None:  # a record starting after the window cannot overlap
+                cut = np.searchsorted(starts[run.start : run.stop], latest_start, side="right")
+                stop = run.start + int(cut)
+            if stop <= run.start:
+                continue
+            if not tested and earliest_end is None:
+                matches.append(Match(run, stop, None))
+                continue
+            keep = np.ones(stop - run.start, dtype=bool)
+            for column in tested:
+                keep &= wanted[column][self._arrays[column][run.start : stop]]
+            if earliest_end is not None:
+                keep &= self._arrays["effective_end"][run.start : stop] >= earliest_end
+            positions = run.start + np.flatnonzero(keep)
+            if len(positions):
+                matches.append(Match(run, stop, positions))
+        return matches
+
+    def _wanted_codes(self, selection: Selection) -> dict[str, Array] | None:
+        """Per filtered column, a lookup table of its wanted codes; None when nothing can
+        match."""
+        lists = dict(selection.values)
+        if selection.venues is not None:
+            lists["exchange_name"] = selection.venues
+        wanted: dict[str, Array] = {}
+        for name, values in lists.items():
+            column = RESULT_FILTERS[name]
+            codes = self._codes[column]
+            known = [codes[value] for value in values if value in codes]
+            if not known:
+                return None
+            wanted[column] = _lookup(known, column)
+        if selection.version_id is not None:
+            code = self._codes["version_id"].get(selection.version_id)
+            if code is None:
+                return None
+            wanted["version_id"] = _lookup([code], "version_id")
+        return wanted
+
+    @staticmethod
+    def serves(selection: Selection) -> bool:
+        """Whether the index can answer this selection (a lookup by record id is SQL's)."""
+        return selection.record_id is None and selection.sort_values is None
+
+
+def _null_of(column: str) -> int:
+    """The stored value of a missing sort value (effective_start is required: none)."""
+    return {"amount_rank": int(NULL_RANK), "effective_start": -1}.get(column, 0)
+
+
+def _lookup(codes: list[int], column: str) -> Array:
+    """A table saying, for every possible code of the column, whether it is wanted: testing a
+    run's codes is then one gather (`np.isin` sorts, and cost ten times as much)."""
+    table = np.zeros(int(np.iinfo(CODE_TYPES[column]).max) + 1, dtype=np.bool_)
+    table[codes] = True
+    return table
+
+
+def _allowed(wanted: dict[str, Array], column: str, code: int) -> bool:
+    return column not in wanted or bool(wanted[column][code])
+
+
+def _days(day: date) -> int:
+    return (day - EPOCH).days
+
+
+def _min_date(*days: date | None) -> int | None:
+    given = [_days(day) for day in days if day is not None]
+    return min(given) if given else None
+
+
+def _max_date(*days: date | None) -> int | None:
+    given = [_days(day) for day in days if day is not None]
+    return max(given) if given else None

@@ -1,0 +1,161 @@
+"""The results index (`service.index`) against the plain SQL definition of a page.
+
+Two versions are ingested (synthetic rows, then the same rows plus the fixture CSVs), so
+records carry two version ids; then hundreds of seeded random requests (venues, every filter,
+date windows, latest-only, every order and direction, page sizes, pages near and past the end)
+must give the same count and the same record ids, in the same order, as `ORDER BY ... LIMIT
+... OFFSET` over the Parquet files.
+"""
+
+import random
+import shutil
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import date, timedelta
+from pathlib import Path
+
+import pytest
+
+from ingest import synth
+from ingest.pipeline import run_ingest
+from ingest.schema import VOCABULARIES
+from service import queries
+from service.dataset import Dataset
+from service.index import ResultsIndex
+from service.settings import Settings
+from tests.conftest import FIXTURES, REGISTRY
+
+REPO = Path(__file__).resolve().parent.parent
+REQUESTS = 400
+DAYS = """
+SELECT DISTINCT day FROM (
+    SELECT effective_start AS day FROM fees UNION SELECT effective_end FROM fees
+) WHERE day IS NOT NULL ORDER BY day
+"""
+
+
+@dataclass(frozen=True)
+class Indexed:
+    dataset: Dataset
+    index: ResultsIndex
+    venues: list[str]
+    versions: list[str]
+    days: list[date]  # every effective start and end in the data: the edges of windows
+
+
+@pytest.fixture(scope="module")
+def indexed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Indexed]:
+    root = tmp_path_factory.mktemp("indexed")
+    raw, data = root / "raw", root / "data"
+    synth.generate(rows=12_000, out=raw, registry=REGISTRY, rows_per_file=5_000)
+    first = run_ingest(raw, data, registry=REGISTRY)
+    shutil.copytree(FIXTURES / "raw", raw / "fixtures")
+    second = run_ingest(raw, data, registry=REGISTRY)
+    dataset = Dataset(second.version_dir, Settings(data_dir=data))
+    assert dataset.index is not None
+    venues = sorted(dataset.venues)
+    days = [day for (day,) in dataset.query(DAYS)]
+    yield Indexed(dataset, dataset.index, venues, [first.version_id, second.version_id], days)
+    shutil.rmtree(root)
+
+
+def random_selection(rng: random.Random, indexed: Indexed) -> queries.Selection:
+    def maybe_day() -> date | None:
+        """None, a day on which some period starts or ends (the edge cases), or any day."""
+        draw = rng.random()
+        if draw < 0.25:
+            return rng.choice(indexed.days)
+        return date(2018, 6, 1) + timedelta(days=rng.randrange(3200)) if draw < 0.45 else None
+
+    venues = None
+    if rng.random() < 0.6:
+        venues = rng.sample([*indexed.venues, "no_such_venue"], rng.randrange(0, 4))
+    values = {}
+    for name, column in queries.RESULT_FILTERS.items():
+        if column != "exchange" and rng.random() < 0.25:
+            values[name] = rng.sample(VOCABULARIES[column], rng.randrange(1, 3))
+    start, end = sorted([maybe_day() or date.min, maybe_day() or date.max])
+    version_id = None
+    if rng.random() < 0.15:
+        version_id = rng.choice([*indexed.versions, "unknown-version"])
+    return queries.Selection(
+        venues=venues,
+        values=values,
+        start_date=None if start == date.min else start,
+        end_date=None if end == date.max else end,
+        in_force_on=maybe_day() if rng.random() < 0.3 else None,
+        version_id=version_id,
+    )
+
+
+def sql_page(
+    dataset: Dataset, selection: queries.Selection, order_by: str, order_dir: str,
+    offset: int, size: int,
+) -> tuple[int, list[str]]:  # fmt: skip
+    [(count,)] = dataset.query(*queries.count_matching(selection))
+    sql, parameters = queries.page_of_results(
+        selection, order_by=order_by, order_dir=order_dir, limit=size, offset=offset,
+        include_source=False,
+    )  # fmt: skip
+    return int(count), [str(row["record_id"]) for row in dataset.rows(sql, parameters)]
+
+
+def index_page(
+    dataset: Dataset, index: ResultsIndex, selection: queries.Selection, order_by: str,
+    order_dir: str, offset: int, size: int,
+) -> tuple[int, list[str]]:  # fmt: skip
+    count, positions = index.page(selection, order_by, order_dir, offset, size)
+    if not positions:
+        return count, []
+    rows = {
+        row["position"]: str(row["record_id"])
+        for row in dataset.rows(*queries.rows_at(positions, include_source=False))
+    }
+    return count, [rows[position] for position in positions]
+
+
+def test_the_index_pages_exactly_as_sql_orders_them(indexed: Indexed) -> None:
+    rng = random.Random(20261123)
+    nonempty = 0
+    for _ in range(REQUESTS):
+        selection = random_selection(rng, indexed)
+        order_by = rng.choice(list(queries.ORDER_COLUMNS))
+        order_dir = rng.choice(queries.ORDER_DIRECTIONS)
+        size = rng.choice([1, 7, 20, 100])
+        expected_count, _ = sql_page(indexed.dataset, selection, order_by, order_dir, 0, 1)
+        last_page = max(expected_count - 1, 0) // size
+        number = rng.choice([0, 1, rng.randrange(last_page + 1), last_page, last_page + 1])
+        offset = number * size
+        expected = sql_page(indexed.dataset, selection, order_by, order_dir, offset, size)
+        found = index_page(
+            indexed.dataset, indexed.index, selection, order_by, order_dir, offset, size
+        )
+        assert found == expected, (selection, order_by, order_dir, offset, size)
+        nonempty += bool(expected[1])
+    assert nonempty > REQUESTS // 3  # the draw must exercise real pages, not only empty ones
+
+
+@pytest.mark.parametrize("order_by", list(queries.ORDER_COLUMNS))
+@pytest.mark.parametrize("order_dir", queries.ORDER_DIRECTIONS)
+def test_walking_every_page_lists_every_record_once(
+    indexed: Indexed, order_by: str, order_dir: str
+) -> None:
+    selection = queries.Selection(venues=indexed.venues[:3])
+    total, _ = indexed.index.page(selection, order_by, order_dir, 0, 1)
+    walked: list[int] = []
+    for offset in range(0, total, 100):
+        walked += indexed.index.page(selection, order_by, order_dir, offset, 100)[1]
+    assert len(walked) == total == len(set(walked))
+    assert walked[:250] == [
+        position
+        for offset in range(0, 250, 50)
+        for position in indexed.index.page(selection, order_by, order_dir, offset, 50)[1]
+    ]
+
+
+def test_a_version_without_a_serving_copy_is_answered_by_sql(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    result = run_ingest(FIXTURES / "raw", data, registry=REGISTRY)
+    (result.version_dir / "serving.duckdb").unlink()
+    dataset = Dataset(result.version_dir, Settings(data_dir=data))
+    assert dataset.index is None
