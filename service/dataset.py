@@ -108,6 +108,14 @@ class Dataset:
         finally:
             cursor.close()
 
+    def rows_at(self, positions: list[int], *, include_source: bool) -> list[dict[str, Any]]:
+        """The JSON items of the serving copy's records at `positions`, in that order."""
+        if not positions:
+            return []
+        found = self.rows(*queries.rows_at(positions, include_source=include_source))
+        by_position = {row.pop("position"): row for row in found}
+        return [by_position[position] for position in positions]
+
     def batches(self, sql: str, parameters: dict[str, Any], size: int) -> Iterator[pa.RecordBatch]:
         """Stream the query's rows as Arrow record batches of at most `size` rows."""
         cursor = self._con.cursor()

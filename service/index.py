@@ -22,18 +22,14 @@ import numpy as np
 import numpy.typing as npt
 
 from ingest.serving import CODE_TYPES, CODES_FILE, NULL_RANK
-from service.queries import RESULT_FILTERS, Selection
+from service.queries import ORDER_COLUMNS, RESULT_FILTERS, Selection
 
 EPOCH: Final = date(1970, 1, 1)
 Array = npt.NDArray[Any]
 
-# Sort keys as index arrays (`queries.ORDER_COLUMNS` names the same keys for SQL).
+# The sort keys' arrays: the allow-listed column's own codes, except for amount (its rank).
 ORDER_ARRAYS: Final = {
-    "effective_start": "effective_start",
-    "exchange_name": "exchange",
-    "fee_type": "fee_type",
-    "fee_category": "fee_category",
-    "amount": "amount_rank",
+    key: "amount_rank" if column == "amount" else column for key, column in ORDER_COLUMNS.items()
 }
 
 
@@ -79,9 +75,12 @@ class ResultsIndex:
         }
         self.size = len(self._arrays["exchange"])
         self.runs = self._find_runs()
-        self._groups: dict[int, tuple[Array, Array]] = {}
-        for run in self.runs:  # made once here, so requests only read them
-            self._start_groups(run)
+        # Each run's distinct effective starts and where each begins, so requests only read them.
+        starts = self._arrays["effective_start"]
+        self._start_groups = {
+            run.start: _sorted_groups(np.asarray(starts[run.start : run.stop]), run.start)
+            for run in self.runs
+        }
 
     def _find_runs(self) -> list[Run]:
         exchange, fee_type = self._arrays["exchange"], self._arrays["fee_type"]
@@ -127,11 +126,11 @@ class ResultsIndex:
         keys = (place.astype(np.uint64) << np.uint64(32)) | self._arrays["record_rank"][
             positions
         ].astype(np.uint64)
-        wanted = min(skip + size, len(keys))
-        picked = np.argpartition(keys, wanted - 1)[:wanted] if wanted < len(keys) else None
-        chosen_positions = positions if picked is None else positions[picked]
-        chosen_keys = keys if picked is None else keys[picked]
-        ranked = chosen_positions[np.argsort(chosen_keys, kind="stable")]
+        wanted = skip + size
+        if wanted < len(keys):  # only the first `wanted` keys need a full sort
+            picked = np.argpartition(keys, wanted - 1)[:wanted]
+            positions, keys = positions[picked], keys[picked]
+        ranked = positions[np.argsort(keys)]  # keys are unique (they hold the record's rank)
         return total, ranked[skip : skip + size].tolist()
 
     def _histogram(self, match: "Match", column: str) -> tuple[Array, Array]:
@@ -140,14 +139,14 @@ class ResultsIndex:
         if column in ("exchange", "fee_type"):  # one value per run
             return np.array([getattr(run, column)]), np.array([match.count])
         if column == "effective_start" and match.positions is None:
-            days, bounds = self._start_groups(run)
+            days, bounds = self._start_groups[run.start]
             ends = np.clip(np.append(bounds[1:], run.stop), run.start, match.stop)
             begins = np.clip(bounds, run.start, match.stop)
             return days, ends - begins
         held = self._values(match, column)
         if column == "effective_start":  # sorted within a run: no need to sort again
-            bounds = np.concatenate([[0], np.flatnonzero(np.diff(held)) + 1])
-            return held[bounds], np.diff(np.append(bounds, len(held)))
+            days, bounds = _sorted_groups(held, 0)
+            return days, np.diff(np.append(bounds, len(held)))
         values, counts = np.unique(held, return_counts=True)
         return values, counts
 
@@ -171,23 +170,13 @@ class ResultsIndex:
             return np.asarray(self._arrays[column][match.run.start : match.stop])
         return np.asarray(self._arrays[column][match.positions])
 
-    def _start_groups(self, run: Run) -> tuple[Array, Array]:
-        """A run's distinct effective starts (sorted) and the position where each begins."""
-        cached = self._groups.get(run.start)
-        if cached is None:
-            starts = self._arrays["effective_start"][run.start : run.stop]
-            bounds = np.concatenate([[0], np.flatnonzero(np.diff(starts)) + 1])
-            cached = (np.asarray(starts[bounds]), bounds + run.start)
-            self._groups[run.start] = cached
-        return cached
-
     def _matches(self, selection: Selection) -> list["Match"]:
         """Each selected run with the part of it that matches."""
         wanted = self._wanted_codes(selection)
         if wanted is None:
             return []
-        latest_start = _min_date(selection.end_date, selection.in_force_on)
-        earliest_end = _max_date(selection.start_date, selection.in_force_on)
+        latest_start = min(_days(selection.end_date, selection.in_force_on), default=None)
+        earliest_end = max(_days(selection.start_date, selection.in_force_on), default=None)
         tested = [column for column in wanted if column not in ("exchange", "fee_type")]
         starts = self._arrays["effective_start"]
         matches: list[Match] = []
@@ -241,6 +230,12 @@ class ResultsIndex:
         return selection.record_id is None and selection.sort_values is None
 
 
+def _sorted_groups(values: Array, first: int) -> tuple[Array, Array]:
+    """The distinct values of a sorted array and where each begins (counted from `first`)."""
+    bounds = np.concatenate([[0], np.flatnonzero(np.diff(values)) + 1])
+    return values[bounds], bounds + first
+
+
 def _null_of(column: str) -> int:
     """The stored value of a missing sort value (effective_start is required: none)."""
     return {"amount_rank": int(NULL_RANK), "effective_start": -1}.get(column, 0)
@@ -258,15 +253,6 @@ def _allowed(wanted: dict[str, Array], column: str, code: int) -> bool:
     return column not in wanted or bool(wanted[column][code])
 
 
-def _days(day: date) -> int:
-    return (day - EPOCH).days
-
-
-def _min_date(*days: date | None) -> int | None:
-    given = [_days(day) for day in days if day is not None]
-    return min(given) if given else None
-
-
-def _max_date(*days: date | None) -> int | None:
-    given = [_days(day) for day in days if day is not None]
-    return max(given) if given else None
+def _days(*days: date | None) -> list[int]:
+    """The given days as days since 1970."""
+    return [(day - EPOCH).days for day in days if day is not None]

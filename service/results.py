@@ -159,11 +159,7 @@ def _indexed_page(
     dataset: Dataset, index: ResultsIndex, selection: queries.Selection, page: _Page, offset: int
 ) -> tuple[int, list[dict[str, object]]]:
     total, positions = index.page(selection, page.order_by, page.order_dir, offset, page.size)
-    if not positions:
-        return total, []
-    found = dataset.rows(*queries.rows_at(positions, include_source=page.include_source))
-    by_position = {row.pop("position"): row for row in found}
-    return total, [by_position[position] for position in positions]
+    return total, dataset.rows_at(positions, include_source=page.include_source)
 
 
 def _sql_page(
