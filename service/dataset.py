@@ -9,13 +9,14 @@ swaps a single reference, so requests in flight finish on the version they start
 import logging
 import threading
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from datetime import date
 from pathlib import Path
 from typing import Any
 
 import duckdb
+import numpy as np
 import pyarrow as pa
 
 from ingest.publish import current_version_dir, read_manifest
@@ -23,7 +24,7 @@ from ingest.serving import INDEX_DIR, SERVING_FILE
 from ingest.stage import sql_string
 from service import queries
 from service.accounts import Account
-from service.index import ResultsIndex
+from service.index import Array, ResultsIndex
 from service.settings import Settings
 from service.vocabulary import DATA_TYPE_OF_CATEGORY, DATA_TYPE_ORDER
 
@@ -118,14 +119,40 @@ class Dataset:
 
     def batches(self, sql: str, parameters: dict[str, Any], size: int) -> Iterator[pa.RecordBatch]:
         """Stream the query's rows as Arrow record batches of at most `size` rows."""
+        return self._stream([(sql, parameters, None)], size)
+
+    def batches_at(
+        self, chunks: Iterable[Array], *, shape: str, include_source: bool, size: int
+    ) -> Iterator[pa.RecordBatch]:
+        """The serving copy's records at each chunk of positions, in the chunks' order, as
+        Arrow record batches shaped for an export format (a key of `queries.SHAPES`)."""
+        sql = queries.rows_in_order(shape)
+
+        def steps() -> Iterator[tuple[str, dict[str, Any], pa.Table]]:
+            empty = True
+            for positions in chunks:
+                empty = False
+                yield sql, *_at(positions, include_source)
+            if empty:  # one query still runs, so a download always carries its columns
+                yield sql, *_at(np.empty(0, dtype=np.int64), include_source)
+
+        return self._stream(steps(), size)
+
+    def _stream(
+        self, steps: Iterable[tuple[str, dict[str, Any], pa.Table | None]], size: int
+    ) -> Iterator[pa.RecordBatch]:
+        """The rows of each query in turn (its `wanted` table registered first, if any)."""
         cursor = self._con.cursor()
         try:
-            # The relational API streams; an execute() result would be copied whole to Arrow.
-            reader: pa.RecordBatchReader = cursor.sql(sql, params=parameters).to_arrow_reader(size)
             empty = True
-            for batch in reader:
-                empty = False
-                yield batch
+            for sql, parameters, wanted in steps:
+                if wanted is not None:
+                    cursor.register("wanted", wanted)
+                # The relational API streams; an execute() result would be copied whole.
+                reader = cursor.sql(sql, params=parameters).to_arrow_reader(size)
+                for batch in reader:
+                    empty = False
+                    yield batch
             if empty:  # still one (empty) batch, so a download always carries its columns
                 yield pa.RecordBatch.from_pylist([], schema=reader.schema)
         finally:
@@ -193,6 +220,13 @@ class Dataset:
         for version_id, code, records in self.query(queries.VERSIONS):
             versions[version_id][code] = int(records)
         return dict(versions)
+
+
+def _at(positions: Array, include_source: bool) -> tuple[dict[str, Any], pa.Table]:
+    """The parameters and `wanted` table of `queries.ROWS_IN_ORDER` for a chunk of positions."""
+    bounds = (int(positions.min()), int(positions.max())) if len(positions) else (0, -1)
+    parameters = {"first": bounds[0], "last": bounds[1], "include_source": include_source}
+    return parameters, pa.table({"position": positions, "ordinal": np.arange(len(positions))})
 
 
 def _connect(settings: Settings) -> duckdb.DuckDBPyConnection:

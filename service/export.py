@@ -1,7 +1,8 @@
 """Streaming every matching result as a CSV or Parquet download, in constant memory.
 
-Rows leave DuckDB as Arrow record batches and are encoded one batch at a time, so an export of
-a million rows never holds a million rows in Python; the response streams as batches arrive.
+Rows arrive as Arrow record batches (`results` chooses how they are found) and are encoded one
+batch at a time, so an export of a million rows never holds a million rows in Python; the
+response streams as batches arrive.
 """
 
 import io
@@ -12,8 +13,6 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 from starlette.responses import StreamingResponse
-
-from service.dataset import Dataset
 
 BATCH_ROWS = 65_536
 MEDIA_TYPES = {"csv": "text/csv; charset=utf-8", "parquet": "application/vnd.apache.parquet"}
@@ -46,10 +45,7 @@ def _quality(options: list[str]) -> float:
     return 1.0
 
 
-def download(
-    dataset: Dataset, sql: str, parameters: dict[str, Any], kind: str, name: str
-) -> StreamingResponse:
-    batches = dataset.batches(sql, parameters, BATCH_ROWS)
+def download(batches: Iterator[pa.RecordBatch], kind: str, name: str) -> StreamingResponse:
     body = _csv(batches) if kind == "csv" else _parquet(batches)
     return StreamingResponse(
         body,

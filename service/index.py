@@ -13,6 +13,7 @@ the SQL path's answers exactly; `tests/test_results_index.py` compares the two.
 
 import itertools
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
@@ -102,7 +103,38 @@ class ResultsIndex:
         total = sum(match.count for match in matches)
         if offset >= total:
             return total, []
-        # Records per sort value, in serving order (nulls last, whatever the direction).
+        values, ends = self._sort_values(matches, column, order_dir)
+        first = int(np.searchsorted(ends, offset, side="right"))
+        last = int(np.searchsorted(ends, offset + size - 1, side="right"))
+        skip = offset - (int(ends[first - 1]) if first else 0)
+        ranked = self._ranked(matches, column, values[first : last + 1], skip + size)
+        return total, ranked[skip : skip + size].tolist()
+
+    def ordered(
+        self, selection: Selection, order_by: str, order_dir: str, chunk: int
+    ) -> Iterator[Array]:
+        """The positions of every matching record in the answer's order, at most `chunk` at a
+        time. Only the records of the sort values in hand are ordered at once, so memory
+        follows the chunk (or the one sort value held by more records), not the selection."""
+        column = ORDER_ARRAYS[order_by]
+        matches = self._matches(selection)
+        if not matches:
+            return
+        values, ends = self._sort_values(matches, column, order_dir)
+        first = 0
+        while first < len(values):
+            done = int(ends[first - 1]) if first else 0
+            last = max(first, int(np.searchsorted(ends, done + chunk, side="right")) - 1)
+            ranked = self._ranked(matches, column, values[first : last + 1], None)
+            for begin in range(0, len(ranked), chunk):
+                yield ranked[begin : begin + chunk]
+            first = last + 1
+
+    def _sort_values(
+        self, matches: list["Match"], column: str, order_dir: str
+    ) -> tuple[Array, Array]:
+        """The sort values held by the matches, in the answer's order (nulls last in both
+        directions), and the running count of records up to and including each."""
         found = [self._histogram(match, column) for match in matches]
         values, inverse = np.unique(np.concatenate([v for v, _ in found]), return_inverse=True)
         counts = np.bincount(inverse, weights=np.concatenate([c for _, c in found]))
@@ -111,27 +143,24 @@ class ResultsIndex:
             order = order[::-1]
         missing = values == _null_of(column)
         order = np.concatenate([order[~missing[order]], order[missing[order]]])
-        ends = np.cumsum(counts[order])
-        first = int(np.searchsorted(ends, offset, side="right"))
-        last = int(np.searchsorted(ends, offset + size - 1, side="right"))
-        chosen = np.sort(values[order[first : last + 1]])
-        skip = offset - (int(ends[first - 1]) if first else 0)
-        # Only the records of the chosen values are ordered: by value, then record id.
-        positions = np.concatenate([self._holding(match, column, chosen) for match in matches])
-        place = np.searchsorted(chosen, self._arrays[column][positions])
-        if order_dir == "desc":
-            place = len(chosen) - 1 - place
-        if len(chosen) > 1 and chosen[-1] == _null_of(column):  # nulls last in both directions
-            place = np.where(self._arrays[column][positions] == chosen[-1], len(chosen), place)
+        return values[order], np.cumsum(counts[order]).astype(np.int64)
+
+    def _ranked(
+        self, matches: list["Match"], column: str, chosen: Array, wanted: int | None
+    ) -> Array:
+        """The positions of the matches holding one of `chosen` (sort values in the answer's
+        order), ordered by value and then record id; only the first `wanted` when given."""
+        by_value = np.argsort(chosen)
+        ascending = chosen[by_value]
+        positions = np.concatenate([self._holding(match, column, ascending) for match in matches])
+        place = by_value[np.searchsorted(ascending, self._arrays[column][positions])]
         keys = (place.astype(np.uint64) << np.uint64(32)) | self._arrays["record_rank"][
             positions
         ].astype(np.uint64)
-        wanted = skip + size
-        if wanted < len(keys):  # only the first `wanted` keys need a full sort
+        if wanted is not None and wanted < len(keys):  # only the first `wanted` need sorting
             picked = np.argpartition(keys, wanted - 1)[:wanted]
             positions, keys = positions[picked], keys[picked]
-        ranked = positions[np.argsort(keys)]  # keys are unique (they hold the record's rank)
-        return total, ranked[skip : skip + size].tolist()
+        return positions[np.argsort(keys)]  # keys are unique (they hold the record's rank)
 
     def _histogram(self, match: "Match", column: str) -> tuple[Array, Array]:
         """The sort values of a run's matches and how many matches hold each."""

@@ -293,6 +293,20 @@ def rows_at(positions: list[int], *, include_source: bool) -> tuple[str, dict[st
     return sql, {"positions": positions, "include_source": include_source}
 
 
+# Records at a chunk of positions (the registered table `wanted`), in the chunk's order: an
+# export found by the index. The range lets the scan skip the row groups outside the chunk.
+ROWS_IN_ORDER: Final = """
+SELECT {projection}
+FROM serving.rows JOIN wanted ON serving.rows.rowid = wanted.position
+WHERE serving.rows.rowid BETWEEN $first AND $last
+ORDER BY wanted.ordinal
+"""
+
+
+def rows_in_order(shape: str) -> str:
+    return ROWS_IN_ORDER.format(projection=result_item(shape))
+
+
 PAGE: Final = """
 SELECT {projection}
 {where}
