@@ -140,6 +140,7 @@ def _build(
             )
         con.execute(stage.copy_rejects(version / "rejects.csv"))
         write.load_previous(con, current / "fees" if current else None)
+        serving.attach(con, version)
         _phase("sorting and writing Parquet (a file per venue)")
         venue_counts = write.write_fees(
             con, version / "fees", version_id=version_id, ingested_at=created.isoformat()
@@ -147,8 +148,8 @@ def _build(
         records = sum(venue_counts.values())
         if records == 0:
             raise IngestError("no valid records in the raw files; nothing published")
-        _phase("writing the serving copy and results index")
-        serving.write_serving(con, version)
+        _phase("writing the results index")
+        serving.write_index(con, version)
     finally:
         con.close()
     _write_registry(version / "exchanges.parquet", venues)

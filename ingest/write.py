@@ -1,8 +1,10 @@
 """Turning the checked staging rows into the published `fees` Parquet files.
 
-The records are first gathered, sorted, into one table, so each venue's rows are one contiguous
-range that a plain COPY writes out (found by the table's zone maps). DuckDB's PARTITION_BY
-writer copies every row into per-partition buffers first and took twice as long on 5M rows.
+The records are first gathered, sorted, into one table (`ingest.serving.RECORDS`, in the
+version's serving file, which the service reads rows from), so each venue's rows are one
+contiguous range that a plain COPY writes out (found by the table's zone maps). DuckDB's
+PARTITION_BY writer copies every row into per-partition buffers first and took twice as long on
+5M rows.
 
 Derived columns are computed here, in SQL: the parsed amount, the source line, and the version
 that first published each record (carried forward from the previous version). The content id
@@ -16,6 +18,7 @@ from typing import Final
 import duckdb
 
 from ingest.schema import FEE_COLUMNS
+from ingest.serving import RECORDS
 from ingest.stage import JOIN_LINES, LINE_OF_ROW, sql_string
 
 # A plain money figure: `$0.0030`, `($0.0020)`, `-$0.25`, `$1,500.00` (docs/raw-format.md).
@@ -105,12 +108,12 @@ def load_previous(con: duckdb.DuckDBPyConnection, previous_fees: Path | None) ->
         con.execute(READ_PREVIOUS, {"pattern": str(previous_fees / "**" / "*.parquet")})
 
 
-CREATE_FINAL: Final = f"CREATE TABLE final AS {SELECT_FEES}"
+CREATE_RECORDS: Final = f"CREATE TABLE {RECORDS} AS {SELECT_FEES}"
 DROP_STAGED: Final = "DROP TABLE staged"
 
-VENUE_COUNTS: Final = "SELECT exchange, count(*) FROM final GROUP BY exchange ORDER BY exchange"
+VENUE_COUNTS: Final = f"SELECT exchange, count(*) FROM {RECORDS} GROUP BY 1 ORDER BY 1"
 
-SELECT_VENUE: Final = "SELECT * EXCLUDE (exchange) FROM final WHERE exchange = $exchange"
+SELECT_VENUE: Final = f"SELECT * EXCLUDE (exchange) FROM {RECORDS} WHERE exchange = $exchange"
 
 # A venue's file has only a few row groups, too few to keep both cores busy alone, so two
 # venues are written at a time (measured: 12 s instead of 17 s for 5M rows on 2 cores).
@@ -129,7 +132,7 @@ def write_fees(
     Consumes `staged`: it is dropped once the sorted copy exists, to free its memory."""
     con.execute(FIND_LATER_DUPLICATES)
     con.execute(CREATE_UNITS)
-    con.execute(CREATE_FINAL, {"version_id": version_id, "ingested_at": ingested_at})
+    con.execute(CREATE_RECORDS, {"version_id": version_id, "ingested_at": ingested_at})
     con.execute(DROP_STAGED)
     counts = {str(code): int(count) for code, count in con.execute(VENUE_COUNTS).fetchall()}
 
