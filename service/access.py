@@ -4,7 +4,7 @@ from starlette.requests import Request
 
 from service.accounts import Account, Keystore
 from service.dataset import Dataset, DatasetHolder
-from service.errors import ApiError, Unauthorized, Unavailable
+from service.errors import ApiError, Family, Unauthorized, Unavailable, family_of
 
 EXCHANGE_KEY_HEADER = "x-service-api-access-key"
 
@@ -22,6 +22,13 @@ def key_header_account(request: Request) -> Account:
     return _account(request, key, "missing or invalid API key")  # spec 7.2
 
 
+def caller(request: Request) -> Account:
+    """The caller, by the key of the family the path belongs to."""
+    if family_of(request.url.path) is Family.SUPPLIER:
+        return bearer_account(request)
+    return key_header_account(request)
+
+
 def _account(request: Request, key: str | None, message: str) -> Account:
     keystore: Keystore = request.app.state.keystore
     account = keystore.authenticate(key)
@@ -32,6 +39,10 @@ def _account(request: Request, key: str | None, message: str) -> Account:
 
 
 def current_dataset(request: Request) -> Dataset:
+    """The version this request is answered from: the one it was pinned to, else the current."""
+    pinned: Dataset | None = getattr(request.state, "dataset", None)
+    if pinned is not None:
+        return pinned
     holder: DatasetHolder = request.app.state.holder
     dataset = holder.current
     if dataset is None:

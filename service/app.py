@@ -16,6 +16,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from service import exchanges, results, supplier_data, suppliers
 from service.accounts import Keystore
+from service.cache import ResponseCache, cached
 from service.dataset import DatasetHolder, VersionWatcher
 from service.errors import ApiError, MethodNotAllowed, NotFound, render
 from service.settings import Settings
@@ -52,7 +53,7 @@ def routes() -> list[Route]:
         return Response(document, media_type="application/json")
 
     return [
-        Route(prefix + path + slash, endpoint, methods=["GET", "HEAD"])
+        Route(prefix + path + slash, cached(endpoint), methods=["GET", "HEAD"])
         for path, endpoint in ENDPOINTS
         for prefix in PREFIXES
         for slash in ("", "/")
@@ -87,6 +88,7 @@ def create_app(settings: Settings | None = None) -> Starlette:
     app.state.settings = settings
     app.state.keystore = Keystore(settings.accounts_file)
     app.state.holder = holder
+    app.state.cache = ResponseCache(settings.cache_mb * 2**20)
     app.add_middleware(ErrorBoundary)
     app.add_middleware(Timing)
     return app

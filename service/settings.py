@@ -13,6 +13,7 @@ class Settings:
     duckdb_memory: str = "1GB"
     duckdb_threads: int = 2
     version_poll_seconds: float = 0.25
+    cache_mb: int = 64  # response cache bound (bodies held); 0 turns it off
     log_level: str = "info"
 
     @classmethod
@@ -27,5 +28,6 @@ class Settings:
             version_poll_seconds=float(
                 env.get("FEES_VERSION_POLL_SECONDS", defaults.version_poll_seconds)
             ),
+            cache_mb=int(env.get("FEES_CACHE_MB", defaults.cache_mb)),
             log_level=env.get("FEES_LOG_LEVEL", defaults.log_level),
         )

@@ -1,0 +1,146 @@
+"""The response cache: a repeated request gets the same answer without a query, never another
+caller's answer, never a stale version's, and the cache stays within its bound."""
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from starlette.responses import JSONResponse
+
+from ingest.pipeline import IngestResult
+from service.cache import ResponseCache
+from service.settings import Settings
+from tests.conftest import KEYS, LiveServer, exchange_headers, supplier_headers
+
+REPEATED = [
+    ("/api/v1/suppliers/nyse/participants?start_date=2024-01-01", supplier_headers()),
+    ("/api/v1/suppliers/nyse/date-ranges", supplier_headers()),
+    ("/v1/exchanges", exchange_headers()),
+    ("/api/v1/exchanges/nasdaq", exchange_headers()),
+    ("/api/v1/fee-schedule-results/?exchange_name=nyse&page_size=3", exchange_headers()),
+    ("/api/v1/fee-schedule-results/filters", exchange_headers()),
+]
+
+
+@pytest.fixture
+def live(fixture_version: IngestResult, accounts_file: Path) -> Iterator[LiveServer]:
+    """A server of its own, so the counts of hits start at zero."""
+    settings = Settings(
+        data_dir=fixture_version.version_dir.parent.parent, accounts_file=accounts_file
+    )
+    with LiveServer(settings) as server:
+        yield server
+
+
+def cache_of(live: LiveServer) -> ResponseCache:
+    cache: ResponseCache = live.app.state.cache
+    return cache
+
+
+def without_query_time(body: dict[str, object]) -> dict[str, object]:
+    meta = body.get("meta")
+    if isinstance(meta, dict):
+        assert isinstance(meta.pop("query_time_ms"), int)
+    return body
+
+
+@pytest.mark.parametrize(("path", "headers"), REPEATED)
+def test_a_repeated_request_is_answered_from_the_cache_unchanged(
+    live: LiveServer, path: str, headers: dict[str, str]
+) -> None:
+    with httpx.Client(base_url=live.url) as http:
+        first = http.get(path, headers=headers)
+        again = http.get(path, headers=headers)
+    assert first.status_code == again.status_code == 200
+    assert (cache_of(live).misses, cache_of(live).hits) == (1, 1)
+    assert without_query_time(again.json()) == without_query_time(first.json())
+    assert again.headers["content-type"] == first.headers["content-type"]
+    assert again.headers["content-length"] == str(len(again.content))
+
+
+def test_the_order_of_different_parameters_does_not_matter(live: LiveServer) -> None:
+    base = "/api/v1/suppliers/nyse/actions"
+    with httpx.Client(base_url=live.url, headers=supplier_headers()) as http:
+        first = http.get(f"{base}?start_date=2023-01-01&end_date=2024-12-31")
+        again = http.get(f"{base}?end_date=2024-12-31&start_date=2023-01-01")
+    assert first.json() == again.json()
+    assert cache_of(live).hits == 1
+
+
+def test_a_cached_answer_is_never_given_to_another_key(live: LiveServer) -> None:
+    with httpx.Client(base_url=live.url) as http:
+        everyone = http.get("/api/v1/exchanges", headers=exchange_headers()).json()["data"]
+        nyse_only = http.get("/api/v1/exchanges", headers=exchange_headers(KEYS["nyse"]))
+        revoked = http.get("/api/v1/exchanges", headers=exchange_headers("revoked-key"))
+        missing = http.get("/api/v1/exchanges")
+    assert len(everyone) > 1
+    assert [venue["name"] for venue in nyse_only.json()["data"]] == ["nyse"]
+    assert (revoked.status_code, missing.status_code) == (401, 401)
+    assert revoked.json()["error"] == missing.json()["error"]
+
+
+def test_a_download_is_not_confused_with_the_json_answer(live: LiveServer) -> None:
+    path = "/api/v1/fee-schedule-results/?exchange_name=nyse"
+    with httpx.Client(base_url=live.url, headers=exchange_headers()) as http:
+        as_json = http.get(path)
+        as_csv = http.get(path, headers={"Accept": "text/csv"})
+        as_json_again = http.get(path)
+    assert as_csv.headers["content-type"].startswith("text/csv")
+    assert as_csv.text.startswith('"record_id"')
+    assert as_json_again.json()["data"] == as_json.json()["data"]
+
+
+def test_errors_are_answered_afresh(live: LiveServer) -> None:
+    with httpx.Client(base_url=live.url, headers=exchange_headers()) as http:
+        statuses = [http.get("/api/v1/fee-schedule-results/?page_size=0").status_code] * 2
+    assert statuses == [422, 422]
+    assert cache_of(live).hits == 0
+
+
+def answer(body: dict[str, object]) -> JSONResponse:
+    return JSONResponse(body)
+
+
+def test_the_query_time_is_filled_in_on_every_hit() -> None:
+    cache = ResponseCache(1_000)
+    body = {"data": [{"name": "query_time_ms"}], "meta": {"record_count": 2, "query_time_ms": 38}}
+    assert cache.get("v1", "key") is None
+    cache.put("v1", "key", answer(body))
+    stored = cache.get("v1", "key")
+    assert stored is not None
+    again = json.loads(stored.response(7).body)
+    assert again == {**body, "meta": {"record_count": 2, "query_time_ms": 7}}
+
+
+def test_the_cache_keeps_within_its_bound_least_recently_used_out_first() -> None:
+    cache = ResponseCache(100)
+    cache.get("v1", "a")  # the cache learns the version it serves
+    for key in ("a", "b", "c"):
+        cache.put("v1", key, answer({"padding": "x" * 20}))  # 34 bytes each
+        cache.get("v1", "a")  # `a` stays the most recently used
+    assert cache.get("v1", "a") is not None
+    assert cache.get("v1", "b") is None
+    assert cache.get("v1", "c") is not None
+    cache.put("v1", "huge", answer({"padding": "x" * 200}))
+    assert cache.get("v1", "huge") is None
+
+
+def test_a_new_version_empties_the_cache_and_the_old_one_cannot_refill_it() -> None:
+    cache = ResponseCache(1_000)
+    cache.get("v1", "key")
+    cache.put("v1", "key", answer({"version": 1}))
+    assert cache.get("v2", "key") is None
+    cache.put("v1", "key", answer({"version": 1}))  # a request still finishing on v1
+    assert cache.get("v2", "key") is None
+    cache.put("v2", "key", answer({"version": 2}))
+    stored = cache.get("v2", "key")
+    assert stored is not None and json.loads(stored.response(0).body) == {"version": 2}
+
+
+def test_a_zero_bound_turns_the_cache_off() -> None:
+    cache = ResponseCache(0)
+    cache.get("v1", "key")
+    cache.put("v1", "key", answer({"kept": False}))
+    assert cache.get("v1", "key") is None
