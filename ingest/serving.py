@@ -20,6 +20,7 @@ from typing import Any, Final
 
 import duckdb
 import numpy as np
+import numpy.typing as npt
 
 from ingest.schema import VOCABULARIES
 from ingest.stage import sql_string
@@ -112,14 +113,17 @@ def _write_index(con: duckdb.DuckDBPyConnection, index: Path) -> None:
     for name, kind in CODE_TYPES.items():
         np.save(index / f"{name}.npy", np.asarray(columns.pop(name), dtype=kind))
     by_record = con.execute(BY_RECORD_ID).fetchnumpy()["position"]
-    record_rank = np.empty(len(by_record), dtype=np.uint32)
-    record_rank[by_record] = np.arange(len(by_record), dtype=np.uint32)
-    np.save(index / "record_rank.npy", record_rank)
+    np.save(index / "record_rank.npy", _by_position(by_record, np.arange(len(by_record))))
     amounts = con.execute(AMOUNT_RANKS).fetchnumpy()
-    amount_rank = np.empty(len(amounts["position"]), dtype=np.uint32)
-    amount_rank[amounts["position"]] = amounts["rank"]
-    np.save(index / "amount_rank.npy", amount_rank)
+    np.save(index / "amount_rank.npy", _by_position(amounts["position"], amounts["rank"]))
     (index / CODES_FILE).write_text(json.dumps(names, indent=1) + "\n", encoding="utf-8")
+
+
+def _by_position(positions: npt.NDArray[Any], ranks: npt.NDArray[Any]) -> npt.NDArray[np.uint32]:
+    """Ranks listed in some order, placed at their positions (as 32-bit ranks)."""
+    placed = np.empty(len(positions), dtype=np.uint32)
+    placed[positions] = ranks
+    return placed
 
 
 def _distinct(con: duckdb.DuckDBPyConnection, column: str) -> list[str]:

@@ -127,9 +127,9 @@ WRITE_OPTIONS: Final = (
 def write_fees(
     con: duckdb.DuckDBPyConnection, target: Path, *, version_id: str, ingested_at: str
 ) -> dict[str, int]:
-    """Write the records as `exchange=<code>/data_0.parquet` files; returns counts by venue.
-
-    Consumes `staged`: it is dropped once the sorted copy exists, to free its memory."""
+    """Sort the records into `RECORDS` (the serving file must be attached:
+    `ingest.serving.attach`) and write them as `exchange=<code>/data_0.parquet` files; returns
+    counts by venue. Consumes `staged`: it is dropped once the sorted table exists."""
     con.execute(FIND_LATER_DUPLICATES)
     con.execute(CREATE_UNITS)
     con.execute(CREATE_RECORDS, {"version_id": version_id, "ingested_at": ingested_at})

@@ -109,6 +109,10 @@ class Dataset:
         finally:
             cursor.close()
 
+    def index_for(self, selection: queries.Selection) -> ResultsIndex | None:
+        """The results index, if this version has one and it can answer `selection`."""
+        return self.index if self.index is not None and self.index.serves(selection) else None
+
     def rows_at(self, positions: list[int], *, include_source: bool) -> list[dict[str, Any]]:
         """The JSON items of the serving copy's records at `positions`, in that order."""
         if not positions:

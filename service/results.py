@@ -135,12 +135,13 @@ class _Page:
 def _page_response(
     request: Request, dataset: Dataset, selection: queries.Selection, page: _Page
 ) -> JSONResponse:
-    """One page, found through a histogram of the sort column rather than by ordering every
-    match: the page is then read from the few sort values it covers, so a deep page costs
-    about what the first one does."""
+    """One page, found from the counts per sort value (by the index, or by SQL for a version
+    without one) rather than by ordering every match, so a deep page costs about what the
+    first one does."""
     offset = page.size * page.number
-    if dataset.index is not None and dataset.index.serves(selection):
-        total, items = _indexed_page(dataset, dataset.index, selection, page, offset)
+    index = dataset.index_for(selection)
+    if index is not None:
+        total, items = _indexed_page(dataset, index, selection, page, offset)
     else:
         total, items = _sql_page(dataset, selection, page, offset)
     meta = {
@@ -154,14 +155,15 @@ def _page_response(
 
 
 def _every_match(
-    dataset: Dataset, selection: queries.Selection, page: "_Page", kind: str
+    dataset: Dataset, selection: queries.Selection, page: _Page, kind: str
 ) -> Iterator[pa.RecordBatch]:
     """Every match in the page order, as Arrow batches shaped for the download `kind`. The
     index orders positions a chunk at a time, so memory stays flat; one sorted query (which
     holds every match while it sorts) answers versions without an index."""
     size = export.BATCH_ROWS
-    if dataset.index is not None and dataset.index.serves(selection):
-        chunks = dataset.index.ordered(selection, page.order_by, page.order_dir, size)
+    index = dataset.index_for(selection)
+    if index is not None:
+        chunks = index.ordered(selection, page.order_by, page.order_dir, size)
         return dataset.batches_at(chunks, shape=kind, include_source=page.include_source, size=size)
     sql, parameters = queries.page_of_results(
         selection, order_by=page.order_by, order_dir=page.order_dir, limit=None, offset=0,

@@ -94,7 +94,9 @@ def test_a_download_is_not_confused_with_the_json_answer(live: LiveServer) -> No
 
 def test_errors_are_answered_afresh(live: LiveServer) -> None:
     with httpx.Client(base_url=live.url, headers=exchange_headers()) as http:
-        statuses = [http.get("/api/v1/fee-schedule-results/?page_size=0").status_code] * 2
+        statuses = [
+            http.get("/api/v1/fee-schedule-results/?page_size=0").status_code for _ in range(2)
+        ]
     assert statuses == [422, 422]
     assert cache_of(live).hits == 0
 
