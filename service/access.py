@@ -1,5 +1,6 @@
 """Who is calling, and which venue they mean: the checks every handler makes first."""
 
+from starlette.datastructures import Headers
 from starlette.requests import Request
 
 from service.accounts import Account, Keystore
@@ -9,17 +10,30 @@ from service.errors import ApiError, Family, Unauthorized, Unavailable, family_o
 EXCHANGE_KEY_HEADER = "x-service-api-access-key"
 
 
+def bearer_key(headers: Headers) -> str | None:
+    """The supplier family's key, from `Authorization: Bearer <key>`."""
+    scheme, _, key = headers.get("authorization", "").partition(" ")
+    return key.strip() if scheme.lower() == "bearer" else None
+
+
+def header_key(headers: Headers) -> str | None:
+    """The exchange family's key, from the `x-service-api-access-key` header."""
+    return headers.get(EXCHANGE_KEY_HEADER)
+
+
+def presented_key(path: str, headers: Headers) -> str | None:
+    """The key a request presents, in the way the family its path belongs to expects."""
+    return bearer_key(headers) if family_of(path) is Family.SUPPLIER else header_key(headers)
+
+
 def bearer_account(request: Request) -> Account:
-    """The supplier family's caller, from `Authorization: Bearer <key>`."""
-    scheme, _, key = request.headers.get("authorization", "").partition(" ")
-    bearer = key.strip() if scheme.lower() == "bearer" else None
-    return _account(request, bearer, "invalid or missing API key")  # spec 7.1
+    """The supplier family's caller."""
+    return _account(request, bearer_key(request.headers), "invalid or missing API key")  # 7.1
 
 
 def key_header_account(request: Request) -> Account:
-    """The exchange family's caller, from the `x-service-api-access-key` header."""
-    key = request.headers.get(EXCHANGE_KEY_HEADER)
-    return _account(request, key, "missing or invalid API key")  # spec 7.2
+    """The exchange family's caller."""
+    return _account(request, header_key(request.headers), "missing or invalid API key")  # 7.2
 
 
 def caller(request: Request) -> Account:

@@ -16,7 +16,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from service import exchanges, results, supplier_data, suppliers
 from service.accounts import Keystore
-from service.cache import ResponseCache, cached
+from service.cache import FromCache, ResponseCache, cached
 from service.dataset import DatasetHolder, VersionWatcher
 from service.errors import ApiError, MethodNotAllowed, NotFound, render
 from service.settings import Settings
@@ -91,6 +91,8 @@ def create_app(settings: Settings | None = None) -> Starlette:
     app.state.cache = ResponseCache(settings.cache_mb * 2**20)
     app.add_middleware(ErrorBoundary)
     app.add_middleware(Timing)
+    # Outermost (the last added): a cached answer skips everything below.
+    app.add_middleware(FromCache, cache=app.state.cache, holder=holder, keystore=app.state.keystore)
     return app
 
 

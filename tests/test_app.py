@@ -3,6 +3,7 @@
 import json
 import shutil
 import threading
+import time
 from pathlib import Path
 
 import httpx
@@ -10,6 +11,7 @@ import pytest
 
 from ingest.pipeline import IngestResult, run_ingest
 from service.__main__ import main as service_main
+from service.accounts import RECHECK_SECONDS
 from service.app import ENDPOINTS, PREFIXES
 from service.settings import Settings
 from tests.conftest import (
@@ -122,6 +124,7 @@ def test_an_unexpected_failure_is_500_in_the_envelope_without_internals(
     with private_server(tmp_path, accounts) as live, httpx.Client(base_url=live.url) as http:
         assert http.get("/api/v1/exchanges/", headers=exchange_headers()).status_code == 200
         accounts.write_text("{ broken json", encoding="utf-8")
+        time.sleep(RECHECK_SECONDS)
         supplier = http.get("/api/v1/suppliers/nyse/actions", headers=supplier_headers())
         exchange = http.get("/api/v1/exchanges/", headers=exchange_headers())
         assert (supplier.status_code, supplier.json()) == (
@@ -132,11 +135,12 @@ def test_an_unexpected_failure_is_500_in_the_envelope_without_internals(
         assert exchange.json()["error"] == {"code": "INTERNAL_ERROR", "message": "internal error"}
         assert "JSONDecodeError" not in exchange.text + supplier.text
         shutil.copy(accounts_file, accounts)
+        time.sleep(RECHECK_SECONDS)
         assert http.get("/api/v1/exchanges/", headers=exchange_headers()).status_code == 200
     assert any("unhandled error" in record.message for record in caplog.records)
 
 
-def test_keys_are_issued_listed_and_revoked_with_immediate_effect(
+def test_keys_are_issued_listed_and_revoked_within_a_recheck(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     accounts = tmp_path / "accounts.json"
@@ -159,6 +163,7 @@ def test_keys_are_issued_listed_and_revoked_with_immediate_effect(
         venues = http.get("/api/v1/exchanges/", headers=exchange_headers(key)).json()["data"]
         assert [venue["name"] for venue in venues] == ["nyse"]
         assert service_main(["keys", "revoke", listed["id"]]) == 0
+        time.sleep(RECHECK_SECONDS)  # the next request is sure to look at the file
         assert http.get("/api/v1/exchanges/", headers=exchange_headers(key)).status_code == 401
     assert service_main(["keys", "revoke", listed["id"]]) == 1
 
