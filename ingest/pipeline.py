@@ -16,7 +16,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from tqdm import tqdm
 
-from ingest import publish, serving, stage, write
+from ingest import publish, rollups, serving, stage, write
 from ingest.errors import IngestError, MalformedFile, RowsRejected
 from ingest.rawfiles import (
     check_header,
@@ -148,6 +148,8 @@ def _build(
         records = sum(venue_counts.values())
         if records == 0:
             raise IngestError("no valid records in the raw files; nothing published")
+        _phase("counting the rollups")
+        rollups.write_rollups(con, version, version_id=version_id, as_of=created.date())
         _phase("writing the results index")
         serving.write_index(con, version)
     finally:

@@ -5,6 +5,7 @@
         versions/<version id>/
             manifest.json  fees/exchange=<code>/*.parquet  exchanges.parquet  rejects.csv
             serving.duckdb  index/                    (the service's copy: ingest.serving)
+            rollups/                                  (discovery's counts: ingest.rollups)
         versions/.staging-<version id>/         (being built; never read)
         .ingest.lock
 

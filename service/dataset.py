@@ -1,7 +1,8 @@
 """One published dataset version, opened for queries, and the holder that swaps versions live.
 
-Opening a version runs the heavy GROUP BYs once (per-dimension rollups, venue summaries,
-coverage runs); a request then runs one small query on its own cursor, or none at all.
+Opening a version reads the rollups the ingest counted for it (`service.rollups`: discovery
+counts, venue summaries, coverage runs) and memory-maps its results index; a request then runs
+one small query on its own cursor, or none at all.
 `VersionWatcher` notices a new `current` pointer, opens that version beside the old one and
 swaps a single reference, so requests in flight finish on the version they started with.
 """
@@ -20,11 +21,13 @@ import numpy as np
 import pyarrow as pa
 
 from ingest.publish import current_version_dir, read_manifest
+from ingest.rollups import COUNTED
 from ingest.serving import INDEX_DIR, SERVING_FILE
 from ingest.stage import sql_string
 from service import queries
 from service.accounts import Account
 from service.index import Array, ResultsIndex
+from service.rollups import DiscoveryCounts, read_rollup
 from service.settings import Settings
 from service.vocabulary import DATA_TYPE_OF_CATEGORY, DATA_TYPE_ORDER
 
@@ -80,8 +83,6 @@ class Dataset:
                 registry=sql_string(str(version_dir / "exchanges.parquet"))
             )
         )
-        for column in queries.ROLLUP_COLUMNS:
-            self._con.execute(queries.CREATE_ROLLUP.format(column=column))
         # Versions written before the serving copy existed are answered by SQL alone.
         self.index: ResultsIndex | None = None
         if (version_dir / SERVING_FILE).exists():
@@ -91,6 +92,10 @@ class Dataset:
         self.venues, self._names = self._load_venues()
         self.coverage = self._load_coverage()
         self.versions = self._load_versions()
+        self._discovery = DiscoveryCounts(self._rollup("counts"))
+
+    def close(self) -> None:
+        self._con.close()
 
     def query(self, sql: str, parameters: dict[str, Any] | None = None) -> list[tuple[Any, ...]]:
         cursor = self._con.cursor()
@@ -175,19 +180,18 @@ class Dataset:
     ) -> dict[str, int]:
         """Records per stored value of `column` for one venue, in the window; every value the
         venue has any record for is present, with 0 when none is in the window."""
-        if column not in queries.ROLLUP_COLUMNS:
+        if column not in COUNTED:
             raise ValueError(f"no rollup for {column!r}")
-        rows = self.query(
-            queries.COUNT_IN_WINDOW.format(column=column),
-            {"exchange": code, "start_date": start, "end_date": end},
-        )
-        return {str(value): int(records) for value, records in rows}
+        return self._discovery.count(column, code, start, end)
+
+    def _rollup(self, name: str) -> pa.Table:
+        return read_rollup(self.version_dir, name, self.version_id)
 
     def _load_venues(self) -> tuple[dict[str, Venue], dict[str, str]]:
         names: dict[str, str] = {}
         summary: dict[str, dict[str, dict[str, int]]] = defaultdict(lambda: defaultdict(dict))
-        for code, fee_type, category, records in self.query(queries.EXCHANGE_SUMMARY):
-            summary[code][category][fee_type] = int(records)
+        for row in self._rollup("summary").to_pylist():
+            summary[row["exchange"]][row["fee_category"]][row["fee_type"]] = row["records"]
         venues = {}
         for code, display_name, aliases in self.query(queries.REGISTRY):
             for name in (code, display_name, *aliases):
@@ -200,29 +204,32 @@ class Dataset:
                 records=sum(n for types in categories.values() for n in types.values()),
                 categories={c: tuple(sorted(types)) for c, types in categories.items()},
             )
-        for code, earliest, latest, *lists in self.query(
-            queries.VENUE_DETAILS, {"as_of": self.as_of}
-        ):
+        for row in self._rollup("details").to_pylist():
             values = {
-                name: tuple(sorted(value for value in found if value is not None))
-                for name, found in zip(DETAIL_DIMENSIONS, lists, strict=True)
+                name: tuple(sorted(value for value in row[name] if value is not None))
+                for name in DETAIL_DIMENSIONS
             }
-            venues[code] = replace(venues[code], earliest=earliest, latest=latest, values=values)
+            venues[row["exchange"]] = replace(
+                venues[row["exchange"]],
+                earliest=row["earliest"],
+                latest=row["latest"],
+                values=values,
+            )
         return venues, names
 
     def _load_coverage(self) -> dict[str, list[CoverageRun]]:
         coverage: dict[str, list[CoverageRun]] = defaultdict(list)
-        for code, starts, ends, categories in self.query(queries.COVERAGE, {"as_of": self.as_of}):
-            present = {DATA_TYPE_OF_CATEGORY[category] for category in categories}
+        for row in self._rollup("coverage").to_pylist():
+            present = {DATA_TYPE_OF_CATEGORY[category] for category in row["categories"]}
             data_types = tuple(kind for kind in DATA_TYPE_ORDER if kind in present)
-            coverage[code].append(CoverageRun(starts, ends, data_types))
+            coverage[row["exchange"]].append(CoverageRun(row["starts"], row["ends"], data_types))
         return dict(coverage)
 
     def _load_versions(self) -> dict[str, dict[str, int]]:
         """Each version id that first published records still present: records per venue."""
         versions: dict[str, dict[str, int]] = defaultdict(dict)
-        for version_id, code, records in self.query(queries.VERSIONS):
-            versions[version_id][code] = int(records)
+        for row in self._rollup("versions").to_pylist():
+            versions[row["version_id"]][row["exchange"]] = row["records"]
         return dict(versions)
 
 

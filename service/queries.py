@@ -1,17 +1,14 @@
 """Every SQL statement the service runs, as named constants with bound parameters.
 
 Identifiers never come from a request: every column that varies (a rollup's dimension, a
-results filter, a sort key) is looked up in a fixed allow-list here (`ROLLUP_COLUMNS`,
-`RESULT_FILTERS`, `ORDER_COLUMNS`), and an unknown name fails the lookup.
+results filter, a sort key) is looked up in a fixed allow-list here (`RESULT_FILTERS`,
+`ORDER_COLUMNS`), and an unknown name fails the lookup. Discovery runs no SQL at all: its
+counts come from the version's rollups (`service.rollups`).
 """
 
 from dataclasses import dataclass, field
 from datetime import date
 from typing import Any, Final
-
-from service.vocabulary import DIMENSIONS
-
-ROLLUP_COLUMNS: Final = tuple(column for column, _ in DIMENSIONS.values())
 
 # Views over one version's files; the paths are the service's own, quoted by the caller. The
 # files are listed once, when the version is opened (a published version never changes), so
@@ -24,101 +21,10 @@ FROM read_parquet([{files}], hive_partitioning = true, hive_types = {{'exchange'
 
 CREATE_REGISTRY_VIEW: Final = "CREATE VIEW registry AS SELECT * FROM read_parquet({registry})"
 
-# One small table per discovery dimension: how many records share a venue, a value and an
-# effective period. A discovery call sums it over the periods that overlap its window.
-CREATE_ROLLUP: Final = """
-CREATE TABLE rollup_{column} AS
-SELECT exchange, {column} AS value, effective_start, effective_end, count(*) AS records
-FROM fees
-GROUP BY ALL
-ORDER BY exchange, value, effective_start
-"""
-
-# A record is in the window when its effective period overlaps it; a missing side is open.
-COUNT_IN_WINDOW: Final = """
-SELECT
-    value,
-    coalesce(sum(records) FILTER (
-        WHERE effective_start <= coalesce($end_date, DATE '9999-12-31')
-        AND coalesce(effective_end, DATE '9999-12-31') >= coalesce($start_date, DATE '0001-01-01')
-    ), 0) AS records
-FROM rollup_{column}
-WHERE exchange = $exchange
-GROUP BY value
-"""
-
 REGISTRY: Final = """
 SELECT code, display_name, aliases
 FROM registry
 ORDER BY code
-"""
-
-EXCHANGE_SUMMARY: Final = """
-SELECT exchange, fee_type, fee_category, count(*) AS records
-FROM fees
-GROUP BY ALL
-"""
-
-# Coverage: merge each venue's effective periods (a record still in force runs to the as-of
-# date, or to its own start if that is later) into maximal runs, joining periods that overlap
-# or touch (the next starts at most one day after the run so far ends).
-COVERAGE: Final = """
-WITH periods AS (
-    SELECT DISTINCT
-        exchange,
-        effective_start AS starts,
-        coalesce(effective_end, greatest(effective_start, CAST($as_of AS DATE))) AS ends,
-        fee_category
-    FROM fees
-),
-ordered AS (
-    SELECT
-        *,
-        max(ends) OVER (
-            PARTITION BY exchange
-            ORDER BY starts, ends
-            ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING
-        ) AS reach
-    FROM periods
-),
-numbered AS (
-    SELECT
-        *,
-        sum(CASE WHEN reach IS NULL OR starts > reach + 1 THEN 1 ELSE 0 END) OVER (
-            PARTITION BY exchange
-            ORDER BY starts, ends
-            ROWS UNBOUNDED PRECEDING
-        ) AS run
-    FROM ordered
-)
-SELECT exchange, min(starts) AS starts, max(ends) AS ends, list(DISTINCT fee_category) AS categories
-FROM numbered
-GROUP BY exchange, run
-ORDER BY exchange, starts
-"""
-
-# Per venue: the span of its records (a record still in force runs to the as-of date) and the
-# distinct values of every filter dimension, for exchange details and the filters endpoint.
-VENUE_DETAILS: Final = """
-SELECT
-    exchange,
-    min(effective_start) AS earliest,
-    max(coalesce(effective_end, greatest(effective_start, CAST($as_of AS DATE)))) AS latest,
-    list(DISTINCT fee_type) AS fee_types,
-    list(DISTINCT fee_category) AS fee_categories,
-    list(DISTINCT action) AS actions,
-    list(DISTINCT participant) AS participants,
-    list(DISTINCT symbol_classification) AS symbol_classifications,
-    list(DISTINCT symbol_type) AS symbol_types,
-    list(DISTINCT trade_type) AS trade_types
-FROM fees
-GROUP BY exchange
-"""
-
-VERSIONS: Final = """
-SELECT version_id, exchange, count(*) AS records
-FROM fees
-GROUP BY ALL
 """
 
 # The dimensions of the results filters: query parameter -> dataset column.

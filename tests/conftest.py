@@ -7,6 +7,8 @@ import socket
 import threading
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import date
 from pathlib import Path
 
 import duckdb
@@ -14,10 +16,13 @@ import httpx
 import pytest
 import uvicorn
 
+from ingest import synth
 from ingest.pipeline import IngestResult, run_ingest
 from ingest.schema import RAW_COLUMNS
 from service.accounts import fingerprint, key_hash
 from service.app import create_app
+from service.dataset import Dataset
+from service.index import ResultsIndex
 from service.settings import Settings
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -156,3 +161,38 @@ def supplier_headers(key: str = KEYS["full"]) -> dict[str, str]:
 
 def exchange_headers(key: str = KEYS["full"]) -> dict[str, str]:
     return {"x-service-api-access-key": key}
+
+
+DAYS = """
+SELECT DISTINCT day FROM (
+    SELECT effective_start AS day FROM fees UNION SELECT effective_end FROM fees
+) WHERE day IS NOT NULL ORDER BY day
+"""
+
+
+@dataclass(frozen=True)
+class Indexed:
+    dataset: Dataset
+    index: ResultsIndex
+    venues: list[str]
+    versions: list[str]
+    days: list[date]  # every effective start and end in the data: the edges of windows
+
+
+@pytest.fixture(scope="session")
+def indexed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Indexed]:
+    """Synthetic rows, then the same rows plus the fixture CSVs: two versions, so records
+    carry two version ids (shared by the tests that compare fast paths with plain SQL)."""
+    root = tmp_path_factory.mktemp("indexed")
+    raw, data = root / "raw", root / "data"
+    synth.generate(rows=12_000, out=raw, registry=REGISTRY, rows_per_file=5_000)
+    first = run_ingest(raw, data, registry=REGISTRY)
+    shutil.copytree(FIXTURES / "raw", raw / "fixtures")
+    second = run_ingest(raw, data, registry=REGISTRY)
+    dataset = Dataset(second.version_dir, Settings(data_dir=data))
+    assert dataset.index is not None
+    venues = sorted(dataset.venues)
+    days = [day for (day,) in dataset.query(DAYS)]
+    yield Indexed(dataset, dataset.index, venues, [first.version_id, second.version_id], days)
+    dataset.close()
+    shutil.rmtree(root)

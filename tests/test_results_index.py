@@ -10,9 +10,6 @@ must give the same count and the same record ids, in the same order, as `ORDER B
 import csv
 import io
 import random
-import shutil
-from collections.abc import Iterator
-from dataclasses import dataclass
 from datetime import date, timedelta
 from pathlib import Path
 
@@ -20,14 +17,13 @@ import httpx
 import pyarrow.parquet as pq
 import pytest
 
-from ingest import synth
 from ingest.pipeline import run_ingest
 from ingest.schema import VOCABULARIES
 from service import queries
 from service.dataset import Dataset
 from service.index import ResultsIndex
 from service.settings import Settings
-from tests.conftest import FIXTURES, REGISTRY, LiveServer, exchange_headers
+from tests.conftest import FIXTURES, REGISTRY, Indexed, LiveServer, exchange_headers
 
 REPO = Path(__file__).resolve().parent.parent
 REQUESTS = 400
@@ -38,36 +34,6 @@ PAGES = [
     {"exchange_name": "nyse", "fee_action": "make", "order_by": "fee_category"},
     {"start_date": "2021-01-01", "latest_only": "true", "order_by": "exchange_name"},
 ]
-DAYS = """
-SELECT DISTINCT day FROM (
-    SELECT effective_start AS day FROM fees UNION SELECT effective_end FROM fees
-) WHERE day IS NOT NULL ORDER BY day
-"""
-
-
-@dataclass(frozen=True)
-class Indexed:
-    dataset: Dataset
-    index: ResultsIndex
-    venues: list[str]
-    versions: list[str]
-    days: list[date]  # every effective start and end in the data: the edges of windows
-
-
-@pytest.fixture(scope="module")
-def indexed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Indexed]:
-    root = tmp_path_factory.mktemp("indexed")
-    raw, data = root / "raw", root / "data"
-    synth.generate(rows=12_000, out=raw, registry=REGISTRY, rows_per_file=5_000)
-    first = run_ingest(raw, data, registry=REGISTRY)
-    shutil.copytree(FIXTURES / "raw", raw / "fixtures")
-    second = run_ingest(raw, data, registry=REGISTRY)
-    dataset = Dataset(second.version_dir, Settings(data_dir=data))
-    assert dataset.index is not None
-    venues = sorted(dataset.venues)
-    days = [day for (day,) in dataset.query(DAYS)]
-    yield Indexed(dataset, dataset.index, venues, [first.version_id, second.version_id], days)
-    shutil.rmtree(root)
 
 
 def random_selection(rng: random.Random, indexed: Indexed) -> queries.Selection:

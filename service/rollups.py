@@ -1,0 +1,117 @@
+"""A version's rollups (`ingest.rollups`), read when the version is opened, and the in-memory
+search that answers a discovery call's counts from them.
+
+The records of a venue and value that are in force somewhere in a window [S, E] are those that
+started on or before E, less those that ended before S (a record that ended before S started
+before it too, since the ingest refuses an end before its start). Both are prefix sums over
+the value's periods sorted by start and by end, so a call costs two binary searches per value,
+whatever the size of the dataset: no query, no scan, no thread.
+"""
+
+from collections import defaultdict
+from datetime import date
+from pathlib import Path
+from typing import Any, Final
+
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from ingest.rollups import ROLLUP_DIR, VERSION_KEY
+
+EPOCH: Final = date(1970, 1, 1)
+# A day is stored as days since 1970 plus 2**31, so it fits the low 32 bits of a search key
+# whose high bits are the group (one venue, dimension and value); an open side is the extreme.
+OFFSET: Final = 2**31
+OPEN_END: Final = 2**32 - 1
+OPEN_START: Final = 0
+
+Keys = npt.NDArray[np.int64]
+NONE: Final = ((), np.empty(0, dtype=np.int64))  # a venue with no records
+
+
+class RollupMismatch(ValueError):
+    """A rollup file written for another version than the one being opened."""
+
+
+def read_rollup(version_dir: Path, name: str, version_id: str) -> pa.Table:
+    """One rollup table, refused unless it was written for `version_id`."""
+    path = version_dir / ROLLUP_DIR / f"{name}.parquet"
+    table = pq.read_table(path)
+    found = (table.schema.metadata or {}).get(VERSION_KEY, b"").decode() or "no version"
+    if found != version_id:
+        raise RollupMismatch(f"{path} was written for {found}, not for version {version_id}")
+    return table
+
+
+def day(value: date | None, open_side: int) -> int:
+    return open_side if value is None else (value - EPOCH).days + OFFSET
+
+
+class DiscoveryCounts:
+    """Records per value of a discovery dimension, for one venue and a date window."""
+
+    def __init__(self, counts: pa.Table) -> None:
+        # One group per (dimension, venue, value); its number is the high half of every key.
+        dimension, exchange, value = (
+            counts[name].combine_chunks().dictionary_encode()
+            for name in ("dimension", "exchange", "value")
+        )
+        sizes = (len(exchange.dictionary), len(value.dictionary))
+        group = (
+            _codes(dimension) * (sizes[0] * sizes[1]) + _codes(exchange) * sizes[1] + _codes(value)
+        )
+        starts = _days(counts["effective_start"], OPEN_END)
+        ends = _days(counts["effective_end"], OPEN_END)  # still in force: never ends before S
+        records = counts["records"].to_numpy().astype(np.int64)
+        self._starts, self._started = _prefix_sums(group, starts, records)
+        self._ends, self._ended = _prefix_sums(group, ends, records)
+        names = (dimension.dictionary.to_pylist(), exchange.dictionary.to_pylist())
+        values = value.dictionary.to_pylist()
+        found: dict[tuple[str, str], dict[str, int]] = defaultdict(dict)
+        for number in np.unique(group).tolist():
+            rest, value_code = divmod(number, sizes[1])
+            dimension_code, exchange_code = divmod(rest, sizes[0])
+            key = (names[0][dimension_code], names[1][exchange_code])
+            found[key][str(values[value_code])] = number << 32
+        self._groups = {
+            key: (tuple(numbers), np.array(list(numbers.values()), dtype=np.int64))
+            for key, numbers in found.items()
+        }
+
+    def count(
+        self, dimension: str, venue: str, start: date | None, end: date | None
+    ) -> dict[str, int]:
+        """Records in force in [start, end] per value the venue has any record for (0 when
+        none is in the window); a missing side is open."""
+        values, groups = self._groups.get((dimension, venue), NONE)
+        started = _up_to(self._starts, self._started, groups, day(end, OPEN_END), "right")
+        ended = _up_to(self._ends, self._ended, groups, day(start, OPEN_START), "left")
+        return dict(zip(values, (started - ended).tolist(), strict=True))
+
+
+def _codes(encoded: pa.DictionaryArray) -> Keys:
+    codes: Keys = encoded.indices.to_numpy().astype(np.int64)
+    return codes
+
+
+def _days(column: pa.ChunkedArray, open_side: int) -> Keys:
+    days: Keys = pc.fill_null(pc.cast(column, pa.int32()), open_side - OFFSET).to_numpy()
+    return days.astype(np.int64) + OFFSET
+
+
+def _prefix_sums(group: Keys, days: Keys, records: Keys) -> tuple[Keys, Keys]:
+    """Search keys (group, day) in order, and the records up to each (a leading 0)."""
+    keys = (group << 32) | days
+    order = np.argsort(keys, kind="stable")
+    return keys[order], np.concatenate(([0], np.cumsum(records[order])))
+
+
+def _up_to(keys: Keys, sums: Keys, groups: Keys, bound: int, side: Any) -> Keys:
+    """Per group, the records whose day is at most (`right`) or before (`left`) `bound`."""
+    first = np.searchsorted(keys, groups, side="left")
+    last = np.searchsorted(keys, groups | bound, side=side)
+    result: Keys = sums[last] - sums[first]
+    return result
