@@ -41,6 +41,20 @@ ENDPOINTS: list[tuple[str, Callable[[Request], Response]]] = [
     ("/fee-schedule-results/versions/{version_id}", results.results_by_version),
     ("/fee-schedule-results/{record_id}", results.result_by_id),
 ]
+# Answered on the event loop, without a worker thread: they read only what the version holds in
+# memory (rollups, venue summaries, coverage), never a file or a query.
+IN_MEMORY = frozenset(
+    {
+        suppliers.participants,
+        suppliers.fee_categories,
+        suppliers.actions,
+        suppliers.fee_types,
+        suppliers.date_ranges,
+        exchanges.list_exchanges,
+        exchanges.exchange_detail,
+        results.filters,
+    }
+)
 PREFIXES = ("/api/v1", "/v1")
 OPENAPI_FILE = Path(__file__).with_name("openapi.json")
 
@@ -53,7 +67,11 @@ def routes() -> list[Route]:
         return Response(document, media_type="application/json")
 
     return [
-        Route(prefix + path + slash, cached(endpoint), methods=["GET", "HEAD"])
+        Route(
+            prefix + path + slash,
+            cached(endpoint, on_loop=endpoint in IN_MEMORY),
+            methods=["GET", "HEAD"],
+        )
         for path, endpoint in ENDPOINTS
         for prefix in PREFIXES
         for slash in ("", "/")

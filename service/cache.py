@@ -26,9 +26,11 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from service.access import caller, presented_key
 from service.accounts import Account, Keystore
 from service.dataset import DatasetHolder
+from service.errors import ApiError, render
 
+VERSION_HEADER = b"x-dataset-version"
 QUERY_TIME = re.compile(rb'"query_time_ms":(\d+)')
-KEPT_HEADERS = frozenset({"content-type"})  # content-length is recomputed per answer
+KEPT_HEADERS = frozenset({b"content-type", VERSION_HEADER})  # content-length: per answer
 
 
 @dataclass(frozen=True)
@@ -42,7 +44,7 @@ class Stored:
         body = bytes(response.body)
         # The envelope's `meta` comes last; a string value cannot match (its quotes are escaped).
         found = next(reversed(list(QUERY_TIME.finditer(body))), None)
-        headers = tuple((k, v) for k, v in response.raw_headers if k.decode() in KEPT_HEADERS)
+        headers = tuple((k, v) for k, v in response.raw_headers if k in KEPT_HEADERS)
         if found is None:
             return cls(body, None, headers)
         return cls(body[: found.start(1)], body[found.end(1) :], headers)
@@ -108,9 +110,13 @@ class ResponseCache:
                 self._entries[key] = stored
 
 
-def cached(endpoint: Callable[[Request], Response]) -> Callable[[Request], Awaitable[Response]]:
+def cached(
+    endpoint: Callable[[Request], Response], *, on_loop: bool = False
+) -> Callable[[Request], Awaitable[Response]]:
     """`endpoint`, with its successful JSON answers kept for `FromCache` to give again. The
-    key is checked first, and the request is pinned to the version it is answered from."""
+    key is checked first; the request is pinned to the version it is answered from, which the
+    answer names in `X-Dataset-Version`. `on_loop`: the endpoint never blocks (it reads only
+    memory), so it is called on the event loop instead of in a worker thread."""
 
     async def answer(request: Request) -> Response:
         account = caller(request)
@@ -118,7 +124,11 @@ def cached(endpoint: Callable[[Request], Response]) -> Callable[[Request], Await
         if dataset is None:
             return await run_in_threadpool(endpoint, request)
         request.state.dataset = dataset  # the handler answers from the version the key names
-        response = await run_in_threadpool(endpoint, request)
+        try:
+            response = endpoint(request) if on_loop else await run_in_threadpool(endpoint, request)
+        except ApiError as error:  # rendered here, so an error names its version too
+            response = render(request, error)
+        response.headers[VERSION_HEADER.decode()] = dataset.version_id
         if response.status_code == 200 and not isinstance(response, StreamingResponse):
             cache: ResponseCache = request.app.state.cache
             key = cache_key(account, request.scope, request.headers)

@@ -12,7 +12,7 @@ class Settings:
     accounts_file: Path = Path("data/accounts.json")
     duckdb_memory: str = "1GB"
     duckdb_threads: int = 2
-    version_poll_seconds: float = 0.25
+    version_poll_seconds: float = 0.1
     cache_mb: int = 64  # response cache bound (bodies held); 0 turns it off
     log_level: str = "info"
 

@@ -181,3 +181,15 @@ def test_a_zero_bound_turns_the_cache_off() -> None:
     cache.get("v1", "key")
     cache.put("v1", "key", answer({"kept": False}))
     assert cache.get("v1", "key") is None
+
+
+def test_every_answer_names_its_dataset_version(
+    live: LiveServer, fixture_version: IngestResult
+) -> None:
+    path, headers = REPEATED[0]
+    with httpx.Client(base_url=live.url, headers=headers) as http:
+        answers = [http.get(path), http.get(path), http.get("/api/v1/suppliers/nowhere/actions")]
+    assert [answer.status_code for answer in answers] == [200, 200, 404]
+    assert cache_of(live).hits == 1
+    versions = {answer.headers["x-dataset-version"] for answer in answers}
+    assert versions == {fixture_version.version_id}
