@@ -30,6 +30,10 @@ from ingest.registry import Venue, load_registry
 from ingest.schema import SCHEMA_VERSION
 
 LINE_MAP_BATCH = 100_000
+# What a version holds beside its records (serving copy, results index, rollups). It is part of
+# the input digest, so raising it makes the next ingest rebuild unchanged inputs: a version
+# from before lacks what the service now reads (rollups: 2), and the service refuses it.
+LAYOUT_VERSION = 2
 
 
 @dataclass(frozen=True)
@@ -196,9 +200,11 @@ def _inspect(path: Path, raw_dir: Path) -> RawFile:
 
 
 def _input_digest(registry: Path, files: list[RawFile]) -> str:
-    """What a version is made from: the schema, the registry and every raw file's bytes."""
+    """What a version is made from: the schema and layout, the registry and every raw file's
+    bytes."""
     inputs = {
         "schema_version": SCHEMA_VERSION,
+        "layout_version": LAYOUT_VERSION,
         "registry": hashlib.sha256(registry.read_bytes()).hexdigest(),
         "files": [[raw.shown, raw.sha256] for raw in files],
     }

@@ -16,7 +16,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from ingest import publish, synth
+from ingest import pipeline, publish, synth
 from ingest.__main__ import main
 from ingest.errors import IngestError, IngestLocked, MalformedFile, RowsRejected
 from ingest.pipeline import IngestResult, run_ingest
@@ -194,6 +194,15 @@ def test_unchanged_input_publishes_nothing(raw_dir: Path, tmp_path: Path) -> Non
     again = ingest(raw_dir, tmp_path / "data")
     assert (again.changed, again.version_id) == (False, first.version_id)
     assert [p.name for p in (tmp_path / "data" / "versions").iterdir()] == [first.version_id]
+
+
+def test_a_new_layout_rebuilds_unchanged_input(
+    raw_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    first = run_ingest(raw_dir, tmp_path / "data", registry=REGISTRY)
+    monkeypatch.setattr(pipeline, "LAYOUT_VERSION", pipeline.LAYOUT_VERSION + 1)
+    again = run_ingest(raw_dir, tmp_path / "data", registry=REGISTRY)
+    assert again.changed and again.version_id != first.version_id
 
 
 def test_changed_input_keeps_first_version_of_unchanged_records(tmp_path: Path) -> None:
