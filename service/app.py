@@ -18,7 +18,7 @@ from service import exchanges, results, supplier_data, suppliers
 from service.accounts import Keystore
 from service.cache import FromCache, ResponseCache, cached
 from service.dataset import DatasetHolder, VersionWatcher
-from service.errors import ApiError, MethodNotAllowed, NotFound, render
+from service.errors import ApiError, MethodNotAllowed, NotFound, render, server_timing
 from service.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -174,11 +174,7 @@ class Timing:
 
         async def timed_send(message: Message) -> None:
             if message["type"] == "http.response.start":
-                duration = (time.perf_counter() - started) * 1000
-                headers = [
-                    *message.get("headers", []),
-                    (b"server-timing", b"app;dur=%.3f" % duration),
-                ]
+                headers = [*message.get("headers", []), server_timing(started)]
                 message = {**message, "headers": headers}
             await send(message)
 

@@ -26,7 +26,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from service.access import caller, presented_key
 from service.accounts import Account, Keystore
 from service.dataset import DatasetHolder
-from service.errors import ApiError, render
+from service.errors import ApiError, render, server_timing
 
 VERSION_HEADER = b"x-dataset-version"
 QUERY_TIME = re.compile(rb'"query_time_ms":(\d+)')
@@ -163,11 +163,10 @@ class FromCache:
             await self.app(scope, receive, send)
             return
         body = stored.body(round((time.perf_counter() - started) * 1000))
-        duration = (time.perf_counter() - started) * 1000
         headers = [
             *stored.headers,
             (b"content-length", b"%d" % len(body)),
-            (b"server-timing", b"app;dur=%.3f" % duration),
+            server_timing(started),
         ]
         await send({"type": "http.response.start", "status": 200, "headers": headers})
         await send({"type": "http.response.body", "body": body})

@@ -72,7 +72,6 @@ class Dataset:
         self.version_dir = version_dir
         self.manifest = read_manifest(version_dir)
         self.version_id: str = self.manifest["version_id"]
-        self.as_of = date.fromisoformat(self.manifest["as_of"])
         self._con = _connect(settings)
         files = sorted((version_dir / "fees").glob("exchange=*/*.parquet"))
         self._con.execute(

@@ -82,6 +82,11 @@ def family_of(path: str) -> Family:
     return Family.SUPPLIER if parts[1:2] == ["suppliers"] else Family.EXCHANGE
 
 
+def server_timing(started: float) -> tuple[bytes, bytes]:
+    """The `Server-Timing` header of an answer to a request that arrived at `started`."""
+    return b"server-timing", b"app;dur=%.3f" % ((time.perf_counter() - started) * 1000)
+
+
 def elapsed_ms(request: Request) -> int:
     """Milliseconds since the request arrived (stamped by the app's timing middleware)."""
     started: float = request.scope.get("state", {}).get("started", time.perf_counter())

@@ -11,7 +11,7 @@ whatever the size of the dataset: no query, no scan, no thread.
 from collections import defaultdict
 from datetime import date
 from pathlib import Path
-from typing import Any, Final
+from typing import Final, Literal
 
 import numpy as np
 import numpy.typing as npt
@@ -109,7 +109,9 @@ def _prefix_sums(group: Keys, days: Keys, records: Keys) -> tuple[Keys, Keys]:
     return keys[order], np.concatenate(([0], np.cumsum(records[order])))
 
 
-def _up_to(keys: Keys, sums: Keys, groups: Keys, bound: int, side: Any) -> Keys:
+def _up_to(
+    keys: Keys, sums: Keys, groups: Keys, bound: int, side: Literal["left", "right"]
+) -> Keys:
     """Per group, the records whose day is at most (`right`) or before (`left`) `bound`."""
     first = np.searchsorted(keys, groups, side="left")
     last = np.searchsorted(keys, groups | bound, side=side)

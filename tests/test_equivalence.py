@@ -140,6 +140,7 @@ def test_discovery_answers_over_http_count_what_plain_sql_counts(
             answer = http.get(path, params=query)
             assert answer.status_code == 200, answer.text
             expected = plain_counts(plain, indexed, column, venue, window)
+            # The spec's identifier keys, written out here rather than read from the service.
             key = {"participants": "participant", "fee_categories": "category",
                    "actions": "action", "fee_types": "type"}[endpoint]  # fmt: skip
             found = {item[key]: item["record_count"] for item in answer.json()["data"][endpoint]}
