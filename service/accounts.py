@@ -55,17 +55,21 @@ class Keystore:
         self._signature: tuple[int, int, int] | None = None
         self._by_hash: dict[str, Account] = {}
         self._next_check = 0.0
+        self.generation = 0  # raised whenever the keys are read again
 
     def authenticate(self, key: str | None) -> Account | None:
         if not key:
             return None
-        self._reload_if_changed()
+        self.refresh()
         return self._by_hash.get(key_hash(key))
 
-    def _reload_if_changed(self) -> None:
+    def refresh(self) -> int:
+        """Read the file again if it changed (looked at once per `RECHECK_SECONDS`); returns
+        the generation of the keys now in force, so a caller that remembered what a key
+        authenticated as knows when to forget it."""
         now = time.monotonic()
         if now < self._next_check:
-            return
+            return self.generation
         try:
             stat = os.stat(self._path)
             signature = (stat.st_ino, stat.st_size, stat.st_mtime_ns)
@@ -75,8 +79,10 @@ class Keystore:
             with self._lock:
                 self._by_hash = _active_keys(read_accounts(self._path))
                 self._signature = signature
+                self.generation += 1
         # Only after a good read: a file that cannot be read fails every request until mended.
         self._next_check = now + RECHECK_SECONDS
+        return self.generation
 
 
 def _active_keys(document: dict[str, Any]) -> dict[str, Account]:

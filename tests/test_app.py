@@ -160,8 +160,9 @@ def test_keys_are_issued_listed_and_revoked_within_a_recheck(
     assert service_main(["keys", "add", "--account", "x", "--exchange", "lse",
                          "--registry", str(REGISTRY)]) == 1  # fmt: skip
     with private_server(tmp_path, accounts) as live, httpx.Client(base_url=live.url) as http:
-        venues = http.get("/api/v1/exchanges/", headers=exchange_headers(key)).json()["data"]
-        assert [venue["name"] for venue in venues] == ["nyse"]
+        for _ in range(2):  # the second answer comes from the cache, which knows the key
+            venues = http.get("/api/v1/exchanges/", headers=exchange_headers(key)).json()["data"]
+            assert [venue["name"] for venue in venues] == ["nyse"]
         assert service_main(["keys", "revoke", listed["id"]]) == 0
         time.sleep(RECHECK_SECONDS)  # the next request is sure to look at the file
         assert http.get("/api/v1/exchanges/", headers=exchange_headers(key)).status_code == 401
