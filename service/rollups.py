@@ -4,14 +4,15 @@ search that answers a discovery call's counts from them.
 The records of a venue and value that are in force somewhere in a window [S, E] are those that
 started on or before E, less those that ended before S (a record that ended before S started
 before it too, since the ingest refuses an end before its start). Both are prefix sums over
-the value's periods sorted by start and by end, so a call costs two binary searches per value,
-whatever the size of the dataset: no query, no scan, no thread.
+the value's periods sorted by start and by end, so a call costs one binary search per value and
+side, whatever the size of the dataset: no query, no scan, no thread.
 """
 
 from collections import defaultdict
+from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
-from typing import Final, Literal
+from typing import Final
 
 import numpy as np
 import numpy.typing as npt
@@ -29,7 +30,6 @@ OPEN_END: Final = 2**32 - 1
 OPEN_START: Final = 0
 
 Keys = npt.NDArray[np.int64]
-NONE: Final = ((), np.empty(0, dtype=np.int64))  # a venue with no records
 
 
 class RollupMismatch(ValueError):
@@ -76,20 +76,42 @@ class DiscoveryCounts:
             dimension_code, exchange_code = divmod(rest, sizes[0])
             key = (names[0][dimension_code], names[1][exchange_code])
             found[key][str(values[value_code])] = number << 32
-        self._groups = {
-            key: (tuple(numbers), np.array(list(numbers.values()), dtype=np.int64))
-            for key, numbers in found.items()
-        }
+        self._groups = {key: self._group(numbers) for key, numbers in found.items()}
+
+    def _group(self, numbers: dict[str, int]) -> "_Group":
+        groups = np.array(list(numbers.values()), dtype=np.int64)
+        # The sums before each group's first period do not depend on the window: found once.
+        before_started = self._started[self._starts.searchsorted(groups, side="left")]
+        before_ended = self._ended[self._ends.searchsorted(groups, side="left")]
+        return _Group(tuple(numbers), groups, before_started, before_ended)
 
     def count(
         self, dimension: str, venue: str, start: date | None, end: date | None
     ) -> dict[str, int]:
         """Records in force in [start, end] per value the venue has any record for (0 when
         none is in the window); a missing side is open."""
-        values, groups = self._groups.get((dimension, venue), NONE)
-        started = _up_to(self._starts, self._started, groups, day(end, OPEN_END), "right")
-        ended = _up_to(self._ends, self._ended, groups, day(start, OPEN_START), "left")
-        return dict(zip(values, (started - ended).tolist(), strict=True))
+        found = self._groups.get((dimension, venue), NONE)
+        # Per value: the records started on or before E, less those ended before S.
+        last_start = self._starts.searchsorted(found.groups | day(end, OPEN_END), side="right")
+        last_end = self._ends.searchsorted(found.groups | day(start, OPEN_START), side="left")
+        started = self._started[last_start] - found.before_started
+        ended = self._ended[last_end] - found.before_ended
+        return dict(zip(found.values, (started - ended).tolist(), strict=True))
+
+
+@dataclass(frozen=True)
+class _Group:
+    """One venue's values of one dimension: their group numbers (the high half of their keys)
+    and the sums before each group."""
+
+    values: tuple[str, ...]
+    groups: Keys
+    before_started: Keys
+    before_ended: Keys
+
+
+EMPTY: Final = np.empty(0, dtype=np.int64)
+NONE: Final = _Group((), EMPTY, EMPTY, EMPTY)  # a venue with no records
 
 
 def _codes(encoded: pa.DictionaryArray) -> Keys:
@@ -107,13 +129,3 @@ def _prefix_sums(group: Keys, days: Keys, records: Keys) -> tuple[Keys, Keys]:
     keys = (group << 32) | days
     order = np.argsort(keys, kind="stable")
     return keys[order], np.concatenate(([0], np.cumsum(records[order])))
-
-
-def _up_to(
-    keys: Keys, sums: Keys, groups: Keys, bound: int, side: Literal["left", "right"]
-) -> Keys:
-    """Per group, the records whose day is at most (`right`) or before (`left`) `bound`."""
-    first = np.searchsorted(keys, groups, side="left")
-    last = np.searchsorted(keys, groups | bound, side=side)
-    result: Keys = sums[last] - sums[first]
-    return result
