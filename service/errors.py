@@ -18,7 +18,8 @@ from enum import Enum
 from typing import Any
 
 from starlette.requests import Request
-from starlette.responses import JSONResponse
+
+from service.responses import JSON
 
 
 class Family(Enum):
@@ -93,8 +94,8 @@ def elapsed_ms(request: Request) -> int:
     return round((time.perf_counter() - started) * 1000)
 
 
-def render(request: Request, error: ApiError) -> JSONResponse:
-    if family_of(request.url.path) is Family.SUPPLIER:
+def render(request: Request, error: ApiError) -> JSON:
+    if family_of(request.scope["path"]) is Family.SUPPLIER:
         body: dict[str, Any] = {"error": error.label, "message": error.message}
         if error.details is not None:
             body["details"] = error.details
@@ -103,4 +104,4 @@ def render(request: Request, error: ApiError) -> JSONResponse:
         if error.details is not None:
             inner["details"] = error.details
         body = {"error": inner, "meta": {"query_time_ms": elapsed_ms(request)}}
-    return JSONResponse(body, status_code=error.status, headers=error.headers)
+    return JSON(body, status_code=error.status, headers=error.headers)

@@ -3,15 +3,15 @@
 from typing import Any
 
 from starlette.requests import Request
-from starlette.responses import JSONResponse
 
 from service.access import current_dataset, key_header_account
 from service.dataset import DETAIL_DIMENSIONS
 from service.errors import Forbidden, NotFound, elapsed_ms
 from service.params import Query
+from service.responses import JSON
 
 
-def list_exchanges(request: Request) -> JSONResponse:
+def list_exchanges(request: Request) -> JSON:
     """Every venue the key may see that has records, sorted by code."""
     account = key_header_account(request)
     Query(request, ()).check()
@@ -26,12 +26,12 @@ def list_exchanges(request: Request) -> JSONResponse:
         for venue in dataset.venues.values()
         if venue.records and account.may_see(venue.code)
     ]
-    return JSONResponse(
+    return JSON(
         {"data": data, "meta": {"record_count": len(data), "query_time_ms": elapsed_ms(request)}}
     )
 
 
-def exchange_detail(request: Request) -> JSONResponse:
+def exchange_detail(request: Request) -> JSON:
     """One venue: its span and the values of every filter dimension in its records."""
     account = key_header_account(request)
     Query(request, ()).check()
@@ -52,4 +52,4 @@ def exchange_detail(request: Request) -> JSONResponse:
     }
     data |= {dimension: list(venue.values.get(dimension, ())) for dimension in DETAIL_DIMENSIONS}
     meta = {"record_count": venue.records, "query_time_ms": elapsed_ms(request)}
-    return JSONResponse({"data": data, "meta": meta})
+    return JSON({"data": data, "meta": meta})

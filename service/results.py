@@ -13,7 +13,7 @@ from typing import Any
 
 import pyarrow as pa
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import Response
 
 from ingest.schema import VOCABULARIES
 from service import export, queries
@@ -23,6 +23,7 @@ from service.dataset import DETAIL_DIMENSIONS, Dataset
 from service.errors import Forbidden, NotFound, elapsed_ms
 from service.index import ResultsIndex
 from service.params import Query
+from service.responses import JSON
 
 PAGE_PARAMS = ("page_size", "page_number", "order_by", "order_dir", "include_source")
 LIST_PARAMS = (
@@ -63,7 +64,7 @@ def list_results(request: Request) -> Response:
     return export.download(_every_match(dataset, selection, page, kind), kind, name)
 
 
-def result_by_id(request: Request) -> JSONResponse:
+def result_by_id(request: Request) -> JSON:
     account = key_header_account(request)
     query = Query(request, ("include_source",))
     include_source = query.boolean("include_source")
@@ -78,12 +79,12 @@ def result_by_id(request: Request) -> JSONResponse:
         raise NotFound("Fee schedule result not found.")
     if not account.may_see(found[0]["exchange_name"]):
         raise Forbidden(HIDDEN_DATA)
-    return JSONResponse(
+    return JSON(
         {"data": found[0], "meta": {"record_count": 1, "query_time_ms": elapsed_ms(request)}}
     )
 
 
-def results_by_version(request: Request) -> JSONResponse:
+def results_by_version(request: Request) -> JSON:
     """The records a version first published (those still present in the current data)."""
     account = key_header_account(request)
     query = Query(request, PAGE_PARAMS)
@@ -100,7 +101,7 @@ def results_by_version(request: Request) -> JSONResponse:
     return _page_response(request, dataset, selection, page)
 
 
-def filters(request: Request) -> JSONResponse:
+def filters(request: Request) -> JSON:
     """The values of every filter dimension across the key's venues (or the named ones)."""
     account = key_header_account(request)
     query = Query(request, ("exchange_name",))
@@ -118,7 +119,7 @@ def filters(request: Request) -> JSONResponse:
         key = dimension if dimension in ("fee_types", "fee_categories") else f"fee_{dimension}"
         data[key] = sorted({value for venue in venues for value in venue.values[dimension]})
     records = sum(venue.records for venue in venues)
-    return JSONResponse(
+    return JSON(
         {"data": data, "meta": {"record_count": records, "query_time_ms": elapsed_ms(request)}}
     )
 
@@ -134,7 +135,7 @@ class _Page:
 
 def _page_response(
     request: Request, dataset: Dataset, selection: queries.Selection, page: _Page
-) -> JSONResponse:
+) -> JSON:
     """One page, found from the counts per sort value (by the index, or by SQL for a version
     without one) rather than by ordering every match, so a deep page costs about what the
     first one does."""
@@ -151,7 +152,7 @@ def _page_response(
         "page_size": page.size,
         "query_time_ms": elapsed_ms(request),
     }
-    return JSONResponse({"data": items, "meta": meta})
+    return JSON({"data": items, "meta": meta})
 
 
 def _every_match(

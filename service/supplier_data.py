@@ -9,11 +9,11 @@ import math
 from typing import Any, Final
 
 from starlette.requests import Request
-from starlette.responses import JSONResponse
 
 from service import params, queries
 from service.access import bearer_account, current_dataset, visible_venue
 from service.errors import BadRequest, NotFound
+from service.responses import JSON
 from service.vocabulary import DIMENSIONS, IDENTIFIER_OF
 
 MAX_LIMIT = 100
@@ -44,7 +44,7 @@ RECORD: Final = """
     fee_basis"""
 
 
-def supplier_data(request: Request) -> JSONResponse:
+def supplier_data(request: Request) -> JSON:
     account = bearer_account(request)
     params.only(request, DATA_PARAMS)
     offset = _whole(request, "offset", default=0, low=0, high=None)
@@ -73,10 +73,10 @@ def supplier_data(request: Request) -> JSONResponse:
             "next_offset": offset + len(records) if has_more else None,
         },
     }
-    return JSONResponse({"success": True, "data": data})
+    return JSON({"success": True, "data": data})
 
 
-def supplier_data_count(request: Request) -> JSONResponse:
+def supplier_data_count(request: Request) -> JSON:
     account = bearer_account(request)
     params.only(request, COUNT_PARAMS)
     selection = _Selection(request)
@@ -92,7 +92,7 @@ def supplier_data_count(request: Request) -> JSONResponse:
             "total_pages": math.ceil(total / MAX_LIMIT),
         },
     }
-    return JSONResponse({"success": True, "data": data})
+    return JSON({"success": True, "data": data})
 
 
 class _Selection:

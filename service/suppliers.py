@@ -3,12 +3,12 @@
 from typing import Any
 
 from starlette.requests import Request
-from starlette.responses import JSONResponse
 
 from service import params
 from service.access import bearer_account, current_dataset, visible_venue
 from service.dataset import Venue
 from service.errors import BadRequest, NotFound
+from service.responses import JSON
 from service.vocabulary import DIMENSIONS, Term
 
 # Per endpoint: the item's identifier key, its extra field, and the name of the total counter.
@@ -20,23 +20,23 @@ SHAPES = {
 }
 
 
-def participants(request: Request) -> JSONResponse:
+def participants(request: Request) -> JSON:
     return discovery(request, "participants")
 
 
-def fee_categories(request: Request) -> JSONResponse:
+def fee_categories(request: Request) -> JSON:
     return discovery(request, "fee_categories")
 
 
-def actions(request: Request) -> JSONResponse:
+def actions(request: Request) -> JSON:
     return discovery(request, "actions")
 
 
-def fee_types(request: Request) -> JSONResponse:
+def fee_types(request: Request) -> JSON:
     return discovery(request, "fee_types")
 
 
-def discovery(request: Request, endpoint: str) -> JSONResponse:
+def discovery(request: Request, endpoint: str) -> JSON:
     """Every value the supplier has any record for, with its records in the date window."""
     account = bearer_account(request)
     params.only(request, ("start_date", "end_date"))
@@ -52,7 +52,7 @@ def discovery(request: Request, endpoint: str) -> JSONResponse:
     date_range = params.echo_window(start, end)
     data: dict[str, Any] = {"supplier": code, "date_range": date_range, endpoint: items}
     data[SHAPES[endpoint][2]] = len(items)
-    return JSONResponse({"success": True, "data": data})
+    return JSON({"success": True, "data": data})
 
 
 def _present(term: Term, counts: dict[str, int]) -> bool:
@@ -76,7 +76,7 @@ def _item(endpoint: str, term: Term, counts: dict[str, int], venue: Venue) -> di
     return item
 
 
-def date_ranges(request: Request) -> JSONResponse:
+def date_ranges(request: Request) -> JSON:
     """The supplier's coverage as maximal contiguous periods, with the data types in each."""
     account = bearer_account(request)
     params.only(request, ())
@@ -95,4 +95,4 @@ def date_ranges(request: Request) -> JSONResponse:
         }
         for run in dataset.coverage.get(code, [])
     ]
-    return JSONResponse({"success": True, "data": {"supplier": code, "date_ranges": ranges}})
+    return JSON({"success": True, "data": {"supplier": code, "date_ranges": ranges}})
