@@ -8,6 +8,9 @@ from service.dataset import Dataset, DatasetHolder
 from service.errors import ApiError, Family, Unauthorized, Unavailable, family_of
 
 EXCHANGE_KEY_HEADER = "x-service-api-access-key"
+# Where a request's state holds its account once the outermost layer has checked its key (by
+# the family its path belongs to, as `presented_key` finds it), so it is checked once.
+AUTHENTICATED = "account"
 
 
 def bearer_key(headers: Headers) -> str | None:
@@ -38,12 +41,15 @@ def key_header_account(request: Request) -> Account:
 
 def caller(request: Request) -> Account:
     """The caller, by the key of the family the path belongs to."""
-    if family_of(request.url.path) is Family.SUPPLIER:
+    if family_of(request.scope["path"]) is Family.SUPPLIER:
         return bearer_account(request)
     return key_header_account(request)
 
 
 def _account(request: Request, key: str | None, message: str) -> Account:
+    checked: Account | None = request.scope.get("state", {}).get(AUTHENTICATED)
+    if checked is not None:
+        return checked  # `FromCache` checked the key this request presents
     keystore: Keystore = request.app.state.keystore
     account = keystore.authenticate(key)
     if account is None:

@@ -24,7 +24,7 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from service.access import EXCHANGE_KEY_HEADER, caller, presented_key
+from service.access import AUTHENTICATED, EXCHANGE_KEY_HEADER, caller, presented_key
 from service.accounts import Account, Keystore
 from service.dataset import DatasetHolder
 from service.errors import ApiError, render, server_timing
@@ -35,6 +35,7 @@ KEPT_HEADERS = frozenset({b"content-type", VERSION_HEADER})  # content-length: p
 # The request headers a cache key is made of: the key, as either family presents it, and Accept.
 KEYED_HEADERS = frozenset({b"authorization", EXCHANGE_KEY_HEADER.encode(), b"accept"})
 RECENT_REQUESTS = 4096
+CACHE_KEY = "cache_key"  # the request's key, in its state, once `FromCache` has made it
 
 
 @dataclass(frozen=True)
@@ -135,7 +136,9 @@ def cached(
         response.headers[VERSION_HEADER.decode()] = dataset.version_id
         if response.status_code == 200 and not isinstance(response, StreamingResponse):
             cache: ResponseCache = request.app.state.cache
-            key = cache_key(account, request.scope, request.headers)
+            key = request.scope.get("state", {}).get(CACHE_KEY)
+            if key is None:
+                key = cache_key(account, request.scope, request.headers)
             cache.put(dataset.version_id, key, response)
         return response
 
@@ -158,7 +161,7 @@ class FromCache:
         # of), for the key store's generation it was made under: under load the key check
         # and the key cost a fifth of a cached answer (a hash, a header parse, a sort). Only
         # valid keys are remembered, and a re-read of the accounts file forgets them all.
-        self._recent: dict[tuple[Any, ...], tuple[int, Hashable]] = {}
+        self._recent: dict[tuple[Any, ...], tuple[int, Account, Hashable]] = {}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         started = time.perf_counter()
@@ -192,17 +195,21 @@ class FromCache:
         )
         known = self._recent.get(raw)
         if known is None or known[0] != generation:
-            key = self._key_of(scope)
-            if key is None:
+            found = self._key_of(scope)
+            if found is None:
                 return None  # the app gives the family's 401
-            known = (generation, key)
+            known = (generation, *found)
             if len(self._recent) >= RECENT_REQUESTS:
                 self._recent.clear()
             self._recent[raw] = known
-        return self._cache.get(dataset.version_id, known[1])
+        _, account, key = known
+        # Checked once: the handlers and `cached` read the caller and the key from the state.
+        state = scope.setdefault("state", {})
+        state[AUTHENTICATED], state[CACHE_KEY] = account, key
+        return self._cache.get(dataset.version_id, key)
 
-    def _key_of(self, scope: Scope) -> Hashable | None:
-        """The cache key of a request whose key is valid; None when it is not."""
+    def _key_of(self, scope: Scope) -> tuple[Account, Hashable] | None:
+        """The account and cache key of a request whose key is valid; None when it is not."""
         headers = Headers(scope=scope)
         account = self._keystore.authenticate(presented_key(scope["path"], headers))
-        return None if account is None else cache_key(account, scope, headers)
+        return None if account is None else (account, cache_key(account, scope, headers))
