@@ -9,6 +9,7 @@ swaps a single reference, so requests in flight finish on the version they start
 
 import logging
 import threading
+import time
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, replace
@@ -27,7 +28,7 @@ from ingest.stage import sql_string
 from service import queries
 from service.accounts import Account
 from service.index import Array, ResultsIndex
-from service.rollups import DiscoveryCounts, read_rollup
+from service.rollups import ENCODED, DiscoveryCounts, read_rollup
 from service.settings import Settings
 from service.vocabulary import DATA_TYPE_OF_CATEGORY, DATA_TYPE_ORDER
 
@@ -91,7 +92,9 @@ class Dataset:
         self.venues, self._names = self._load_venues()
         self.coverage = self._load_coverage()
         self.versions = self._load_versions()
-        self._discovery = DiscoveryCounts(self._rollup("counts"))
+        self._discovery = DiscoveryCounts(
+            read_rollup(version_dir, "counts", self.version_id, dictionary=ENCODED)
+        )
 
     def close(self) -> None:
         self._con.close()
@@ -293,6 +296,7 @@ class VersionWatcher:
                 self._open(target)
 
     def _open(self, target: Path) -> None:
+        started = time.perf_counter()
         try:
             dataset = Dataset(target, self._settings)
         except Exception:
@@ -303,4 +307,8 @@ class VersionWatcher:
             return
         self._holder.current = dataset
         self._failed = None
-        log.info("serving dataset version %s", dataset.version_id)
+        log.info(
+            "serving dataset version %s (opened in %.2f s)",
+            dataset.version_id,
+            time.perf_counter() - started,
+        )

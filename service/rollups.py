@@ -30,16 +30,22 @@ OPEN_END: Final = 2**32 - 1
 OPEN_START: Final = 0
 
 Keys = npt.NDArray[np.int64]
+# The text columns of the counts rollup that name a group. Read as dictionaries straight from
+# the Parquet file's own: encoding 1.1M strings at open took 0.1-0.4 s of a 10M version's open.
+ENCODED: Final = ("dimension", "exchange", "value")
 
 
 class RollupMismatch(ValueError):
     """A rollup file written for another version than the one being opened."""
 
 
-def read_rollup(version_dir: Path, name: str, version_id: str) -> pa.Table:
-    """One rollup table, refused unless it was written for `version_id`."""
+def read_rollup(
+    version_dir: Path, name: str, version_id: str, *, dictionary: tuple[str, ...] = ()
+) -> pa.Table:
+    """One rollup table, refused unless it was written for `version_id`; the `dictionary`
+    columns are read as dictionary arrays (one dictionary per column)."""
     path = version_dir / ROLLUP_DIR / f"{name}.parquet"
-    table = pq.read_table(path)
+    table = pq.read_table(path, read_dictionary=list(dictionary)).unify_dictionaries()
     found = (table.schema.metadata or {}).get(VERSION_KEY, b"").decode() or "no version"
     if found != version_id:
         raise RollupMismatch(f"{path} was written for {found}, not for version {version_id}")
@@ -55,10 +61,7 @@ class DiscoveryCounts:
 
     def __init__(self, counts: pa.Table) -> None:
         # One group per (dimension, venue, value); its number is the high half of every key.
-        dimension, exchange, value = (
-            counts[name].combine_chunks().dictionary_encode()
-            for name in ("dimension", "exchange", "value")
-        )
+        dimension, exchange, value = (_encoded(counts[name]) for name in ENCODED)
         sizes = (len(exchange.dictionary), len(value.dictionary))
         group = (
             _codes(dimension) * (sizes[0] * sizes[1]) + _codes(exchange) * sizes[1] + _codes(value)
@@ -71,7 +74,8 @@ class DiscoveryCounts:
         names = (dimension.dictionary.to_pylist(), exchange.dictionary.to_pylist())
         values = value.dictionary.to_pylist()
         found: dict[tuple[str, str], dict[str, int]] = defaultdict(dict)
-        for number in np.unique(group).tolist():
+        grouped = self._starts >> 32  # the groups, sorted: each distinct one where it changes
+        for number in grouped[np.flatnonzero(np.diff(grouped, prepend=-1))].tolist():
             rest, value_code = divmod(number, sizes[1])
             dimension_code, exchange_code = divmod(rest, sizes[0])
             key = (names[0][dimension_code], names[1][exchange_code])
@@ -112,6 +116,11 @@ class _Group:
 
 EMPTY: Final = np.empty(0, dtype=np.int64)
 NONE: Final = _Group((), EMPTY, EMPTY, EMPTY)  # a venue with no records
+
+
+def _encoded(column: pa.ChunkedArray) -> pa.DictionaryArray:
+    combined = column.combine_chunks()
+    return combined if pa.types.is_dictionary(combined.type) else combined.dictionary_encode()
 
 
 def _codes(encoded: pa.DictionaryArray) -> Keys:
