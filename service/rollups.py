@@ -119,8 +119,9 @@ NONE: Final = _Group((), EMPTY, EMPTY, EMPTY)  # a venue with no records
 
 
 def _encoded(column: pa.ChunkedArray) -> pa.DictionaryArray:
-    combined = column.combine_chunks()
-    return combined if pa.types.is_dictionary(combined.type) else combined.dictionary_encode()
+    """A column read with the file's dictionary (`ENCODED`), as one array."""
+    encoded: pa.DictionaryArray = column.combine_chunks()
+    return encoded
 
 
 def _codes(encoded: pa.DictionaryArray) -> Keys:
