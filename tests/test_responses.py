@@ -1,7 +1,6 @@
 """The orjson-rendered answers against Starlette's own JSON rendering."""
 
 import json
-import math
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -40,4 +39,3 @@ def test_with_floats_the_values_are_starlettes(document: object) -> None:
 
 def test_small_amounts_are_written_in_full() -> None:
     assert JSON({"amount": 0.00003}).body == b'{"amount":0.00003}'
-    assert math.isclose(json.loads(JSON([2.5e-05]).body)[0], 2.5e-05)
