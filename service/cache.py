@@ -71,11 +71,12 @@ def cache_key(account: Account, scope: Scope, headers: Headers) -> Hashable:
     decodes it (two raw names can decode to one, so their raw order would not be enough).
     """
     query: bytes = scope["query_string"]
+    parameters: list[Any]
     if b"%" in query or b"+" in query:
-        decoded = sorted(QueryParams(query).multi_items(), key=itemgetter(0))
-        return (account, scope["path"], tuple(decoded), headers.get("accept"))
-    raw = sorted(query.split(b"&"), key=lambda pair: pair.partition(b"=")[0])
-    return (account, scope["path"], tuple(raw), headers.get("accept"))
+        parameters = sorted(QueryParams(query).multi_items(), key=itemgetter(0))
+    else:
+        parameters = sorted(query.split(b"&"), key=lambda pair: pair.partition(b"=")[0])
+    return (account, scope["path"], tuple(parameters), headers.get("accept"))
 
 
 class ResponseCache:

@@ -92,9 +92,7 @@ class Dataset:
         self.venues, self._names = self._load_venues()
         self.coverage = self._load_coverage()
         self.versions = self._load_versions()
-        self._discovery = DiscoveryCounts(
-            read_rollup(version_dir, "counts", self.version_id, dictionary=ENCODED)
-        )
+        self._discovery = DiscoveryCounts(self._rollup("counts", dictionary=ENCODED))
 
     def close(self) -> None:
         self._con.close()
@@ -186,8 +184,8 @@ class Dataset:
             raise ValueError(f"no rollup for {column!r}")
         return self._discovery.count(column, code, start, end)
 
-    def _rollup(self, name: str) -> pa.Table:
-        return read_rollup(self.version_dir, name, self.version_id)
+    def _rollup(self, name: str, *, dictionary: tuple[str, ...] = ()) -> pa.Table:
+        return read_rollup(self.version_dir, name, self.version_id, dictionary=dictionary)
 
     def _load_venues(self) -> tuple[dict[str, Venue], dict[str, str]]:
         names: dict[str, str] = {}

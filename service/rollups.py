@@ -21,8 +21,8 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from ingest.rollups import ROLLUP_DIR, VERSION_KEY
+from service.index import EPOCH
 
-EPOCH: Final = date(1970, 1, 1)
 # A day is stored as days since 1970 plus 2**31, so it fits the low 32 bits of a search key
 # whose high bits are the group (one venue, dimension and value); an open side is the extreme.
 OFFSET: Final = 2**31
