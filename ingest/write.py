@@ -45,9 +45,11 @@ FROM (SELECT DISTINCT fee_basis FROM staged WHERE fee_basis IS NOT NULL)
 
 UNIT: Final = "CASE WHEN plain THEN units.unit END"
 
-# What each published column is made of; columns not listed are copied as they are.
+# What each published column is made of; columns not listed are copied as they are. The sorted
+# table keeps `record_id` as the 16-byte UUID it was staged as (it sorts in the same order as its
+# text, and the sort carrying it was 2.3 s faster at 5M rows than one carrying 36-character
+# text); the Parquet files and every answer hold its text (`SELECT_VENUE`, `TEXT_ID`).
 DERIVED: Final = {
-    "record_id": "CAST(record_id AS VARCHAR)",
     "amount": AMOUNT,
     "currency": "CASE WHEN plain THEN 'USD' END",
     "unit": UNIT,
@@ -113,7 +115,12 @@ DROP_STAGED: Final = "DROP TABLE staged"
 
 VENUE_COUNTS: Final = f"SELECT exchange, count(*) FROM {RECORDS} GROUP BY 1 ORDER BY 1"
 
-SELECT_VENUE: Final = f"SELECT * EXCLUDE (exchange) FROM {RECORDS} WHERE exchange = $exchange"
+TEXT_ID: Final = "CAST(record_id AS VARCHAR)"
+SELECT_VENUE: Final = f"""
+SELECT * EXCLUDE (exchange) REPLACE ({TEXT_ID} AS record_id)
+FROM {RECORDS}
+WHERE exchange = $exchange
+"""
 
 # A venue's file has only a few row groups, too few to keep both cores busy alone, so two
 # venues are written at a time (measured: 12 s instead of 17 s for 5M rows on 2 cores).

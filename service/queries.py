@@ -10,6 +10,8 @@ from dataclasses import dataclass, field
 from datetime import date
 from typing import Any, Final
 
+from ingest.write import TEXT_ID
+
 # Views over one version's files; the paths are the service's own, quoted by the caller. The
 # files are listed once, when the version is opened (a published version never changes), so
 # no query pays for expanding a glob.
@@ -122,11 +124,12 @@ def sort_histogram(selection: Selection, order_by: str) -> tuple[str, dict[str, 
     return f"SELECT {column} AS value, count(*) AS records\n{where}\nGROUP BY 1", parameters
 
 
-# A result's fields: (name in the API, dataset column). JSON answers shape some of them in SQL
-# (dates as text, the decimal amount as a number); exports keep the stored types. Provenance
-# fields are null unless `include_source` is true.
+# A result's fields: (name in the API, dataset column or expression). JSON answers shape some of
+# them in SQL (dates as text, the decimal amount as a number); exports keep the stored types.
+# Provenance fields are null unless `include_source` is true. The serving copy holds
+# `record_id` as a UUID (`ingest.write`), the Parquet files as text: answers always carry text.
 RESULT_FIELDS: Final = (
-    ("record_id", "record_id"),
+    ("record_id", TEXT_ID),
     ("exchange_name", "exchange"),
     ("version_id", "version_id"),
     ("ingested_at", "ingested_at"),
