@@ -15,7 +15,7 @@ import uvicorn
 
 from ingest.errors import InvalidRegistry
 from ingest.registry import load_registry
-from service import accounts
+from service import accounts, memory
 from service.settings import Settings
 
 
@@ -53,6 +53,7 @@ SWITCH_INTERVAL_SECONDS = 0.0005
 
 
 def _serve(settings: Settings, host: str, port: int) -> int:
+    memory.configure_duckdb_allocator()  # before the app's modules load duckdb
     from service.app import create_app
 
     sys.setswitchinterval(SWITCH_INTERVAL_SECONDS)

@@ -442,6 +442,8 @@ def main(argv: list[str] | None = None) -> int:
                 ]
                 before = rss_mb(process)
                 exported, rate = export_rate(args.port)
+                ended = rss_mb(process)
+                time.sleep(SETTLE_SECONDS)
                 after = rss_mb(process)
         measured.append(size)
     table = "\n\n".join(
@@ -451,7 +453,7 @@ def main(argv: list[str] | None = None) -> int:
             detail_report(detail),
             f"{EXPORT.name}: {exported:,} rows at {rate:,.0f} rows/s "
             f"(target {EXPORT_TARGET:,}: {met(rate >= EXPORT_TARGET)}).",
-            others_report(switched, warm_rss, before, after, ready_seconds),
+            others_report(switched, warm_rss, (before, ended, after), ready_seconds),
         ]
     )
     print(table)
@@ -462,6 +464,9 @@ def main(argv: list[str] | None = None) -> int:
 WARM_TARGET = 0.85  # of the ceiling
 COLD_RATE, COLD_P50, COLD_GROWTH = 2_000, 3.0, 1.5  # req/s, ms, p50 at largest / smallest
 RSS_TARGET, READY_TARGET, SERVED_TARGET = 500, 3.0, 1.0  # MB, s, s
+# RSS after an export is read again this long after it ended: DuckDB's allocator hands freed
+# pages back after a second (`service.memory`), so the figure is what the server keeps.
+SETTLE_SECONDS = 2.0
 
 
 def met(ok: bool) -> str:
@@ -556,11 +561,13 @@ def detail_report(
 def others_report(
     switched: Switch,
     warm_rss: tuple[int, int],
-    before: tuple[int, int],
-    after: tuple[int, int],
+    export_rss: tuple[tuple[int, int], tuple[int, int], tuple[int, int]],
     ready_seconds: float,
 ) -> str:
+    """`export_rss`: (current, peak) before the export, as it ended, and `SETTLE_SECONDS`
+    later."""
     served = switched.served_after
+    before, ended, after = export_rss
     peak = max(warm_rss[1], after[1])
     return "\n".join(
         [
@@ -576,8 +583,9 @@ def others_report(
             f"req/s) | {switched.failed} | 0: {met(switched.failed == 0)} |",
             f"| server RSS after the warm and switch cases | {warm_rss[0]:,} MB (peak "
             f"{warm_rss[1]:,}) | < {RSS_TARGET} MB: {met(warm_rss[0] < RSS_TARGET)} |",
-            f"| server RSS before / after the export (cache off) | {before[0]:,} / {after[0]:,}"
-            f" MB (peak {after[1]:,}) | < {RSS_TARGET} MB: {met(after[0] < RSS_TARGET)} |",
+            f"| server RSS before / as it ended / {SETTLE_SECONDS:g} s after the export (cache "
+            f"off) | {before[0]:,} / {ended[0]:,} / {after[0]:,} MB (peak {after[1]:,}) | < "
+            f"{RSS_TARGET} MB after: {met(after[0] < RSS_TARGET)} |",
             f"| largest peak RSS seen | {peak:,} MB | — |",
         ]
     )

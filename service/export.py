@@ -14,6 +14,8 @@ import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 from starlette.responses import StreamingResponse
 
+from service import memory
+
 BATCH_ROWS = 65_536
 MEDIA_TYPES = {"csv": "text/csv; charset=utf-8", "parquet": "application/vnd.apache.parquet"}
 ACCEPTED = {"text/csv": "csv", "application/vnd.apache.parquet": "parquet"}
@@ -46,12 +48,21 @@ def _quality(options: list[str]) -> float:
 
 
 def download(batches: Iterator[pa.RecordBatch], kind: str, name: str) -> StreamingResponse:
-    body = _csv(batches) if kind == "csv" else _parquet(batches)
+    body = _released(_csv(batches) if kind == "csv" else _parquet(batches))
     return StreamingResponse(
         body,
         media_type=MEDIA_TYPES[kind],
         headers={"Content-Disposition": f'attachment; filename="{name}.{kind}"'},
     )
+
+
+def _released(body: Iterator[bytes]) -> Iterator[bytes]:
+    """The body, then the memory its batches took handed back (`service.memory`): a 942k-row
+    export left the server about 100 MB larger than before it."""
+    try:
+        yield from body
+    finally:
+        memory.release()
 
 
 def _csv(batches: Iterator[pa.RecordBatch]) -> Iterator[bytes]:
