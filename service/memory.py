@@ -10,8 +10,8 @@ larger than what it holds (make bench, 10M records: 490 MB before an export, 613
 DuckDB allocates through its own jemalloc, which keeps freed ("dirty") pages for reuse and
 purges them only when DuckDB allocates again. `configure_duckdb_allocator` has it purge them
 after a second, on jemalloc's background threads (`SET allocator_background_threads`, set where
-the service connects): 10M records, after a CSV export of 942k rows, 515 MB at once and 417 MB
-two seconds later, against 567-585 MB that stayed.
+the service connects): 10M records, a CSV export of 942k rows left the server at 484-492 MB
+as it ended and 419-437 MB two seconds later (make bench), against 567-585 MB that stayed.
 
 Returning memory on every free was measured too (a fixed low mmap threshold for glibc, a decay
 of 0 for jemalloc): each made results pages fault in fresh pages and slowed them by a third to a
