@@ -54,11 +54,10 @@ SWITCH_INTERVAL_SECONDS = 0.0005
 
 def _serve(settings: Settings, host: str, port: int) -> int:
     memory.configure_duckdb_allocator()  # before the app's modules load duckdb
-    from service.app import create_app
+    from service.app import create_app, server_options
 
     sys.setswitchinterval(SWITCH_INTERVAL_SECONDS)
-
-    uvicorn.run(create_app(settings), host=host, port=port, log_level=settings.log_level)
+    uvicorn.run(create_app(settings), host=host, port=port, **server_options(settings))
     return 0
 
 

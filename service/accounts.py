@@ -1,26 +1,37 @@
 """Accounts and their API keys, kept in one JSON file that stores only key hashes.
 
     {"accounts": {"<name>": {"exchanges": null | ["<code>", ...],
+                             "rate_limit"?: {"burst": <int>, "per_minute": <int>},
                              "keys": [{"id": "<fingerprint>", "sha256": "<hex>",
                                        "created_at": "<iso>", "revoked_at": null | "<iso>"}]}}}
 
-`exchanges: null` means every venue. A key is shown once, when it is made; afterwards only its
-fingerprint (the first 12 hex digits of its sha256) names it, in listings and in logs. The
-service re-reads the file when it changes, so a revoked key stops working within
-`RECHECK_SECONDS`.
+`exchanges: null` means every venue; `rate_limit` overrides the defaults of
+`service.ratelimit.Limit` for each of the account's keys (each key has its own bucket). A key is
+shown once, when it is made; afterwards only its fingerprint (the first 12 hex digits of its
+sha256) names it, in listings and in logs. The service re-reads the file when it changes, so a
+revoked key stops working within `RECHECK_SECONDS`; a change that cannot be read (half-edited
+JSON, a bad limit) is logged and the keys read last stay in force until the file is mended.
+
+A presented key is hashed and the hash looked up: the comparison is between hashes, so its
+time tells a caller nothing about any stored key (to learn a stored hash's prefix from timing
+one would need preimages of chosen prefixes), and the file never holds a key.
 """
 
 import hashlib
 import json
+import logging
 import os
 import secrets
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from service.ratelimit import DEFAULT_LIMIT, Limit
+
+log = logging.getLogger(__name__)
 KEY_BYTES = 32  # token_urlsafe(32) is 43 characters
 # How often the accounts file is looked at for changes. A `stat` on every request cost 20-30%
 # of a cached answer's throughput under load (make bench, 2026-11-23); this costs nothing
@@ -30,8 +41,12 @@ RECHECK_SECONDS = 0.05
 
 @dataclass(frozen=True)
 class Account:
+    """An account as one of its keys presents it."""
+
     name: str
     exchanges: frozenset[str] | None  # None: every venue
+    key_id: str = ""  # the key's fingerprint: its rate-limit bucket, its name in logs
+    limit: Limit = DEFAULT_LIMIT
 
     def may_see(self, code: str) -> bool:
         return self.exchanges is None or code in self.exchanges
@@ -77,10 +92,18 @@ class Keystore:
             signature = None
         if signature != self._signature:
             with self._lock:
-                self._by_hash = _active_keys(read_accounts(self._path))
+                try:
+                    self._by_hash = _active_keys(read_accounts(self._path))
+                except (OSError, ValueError, KeyError, TypeError) as error:
+                    if self.generation == 0:
+                        raise  # no keys were ever read: nothing to keep serving with
+                    log.error(
+                        "accounts file %s unreadable, keeping the keys read last: %s",
+                        self._path,
+                        error,
+                    )
                 self._signature = signature
                 self.generation += 1
-        # Only after a good read: a file that cannot be read fails every request until mended.
         self._next_check = now + RECHECK_SECONDS
         return self.generation
 
@@ -89,11 +112,28 @@ def _active_keys(document: dict[str, Any]) -> dict[str, Account]:
     active = {}
     for name, entry in document["accounts"].items():
         scope = entry.get("exchanges")
-        account = Account(name, None if scope is None else frozenset(scope))
+        venues = None if scope is None else frozenset(scope)
+        limit = _limit(name, entry.get("rate_limit"))
         for key in entry.get("keys", []):
             if not key.get("revoked_at"):
-                active[key["sha256"]] = account
+                active[key["sha256"]] = Account(name, venues, key["id"], limit)
     return active
+
+
+def _limit(account: str, given: Any) -> Limit:
+    if given is None:
+        return DEFAULT_LIMIT
+    values = {**asdict(DEFAULT_LIMIT), **given} if isinstance(given, dict) else None
+    if (
+        values is None
+        or set(values) != {"burst", "per_minute"}
+        or not all(type(value) is int and value > 0 for value in values.values())
+    ):
+        raise ValueError(
+            f"account {account!r}: rate_limit must be {{'burst': int > 0, 'per_minute': int > 0}},"
+            f" not {given!r}"
+        )
+    return Limit(**values)
 
 
 def read_accounts(path: Path) -> dict[str, Any]:

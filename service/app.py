@@ -1,11 +1,13 @@
 """The application factory: the URL space, start-up and shut-down, and error rendering."""
 
+import copy
 import logging
-import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
+import uvicorn
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
@@ -16,9 +18,11 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from service import exchanges, results, supplier_data, suppliers
 from service.accounts import Keystore
-from service.cache import FromCache, ResponseCache, cached
+from service.cache import ResponseCache, cached
 from service.dataset import DatasetHolder, VersionWatcher
-from service.errors import ApiError, MethodNotAllowed, NotFound, render, server_timing
+from service.errors import ApiError, MethodNotAllowed, NotFound, render
+from service.front import FrontDoor
+from service.ratelimit import Limiter
 from service.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -82,10 +86,30 @@ def routes() -> list[Route]:
     ]
 
 
+def server_options(settings: Settings) -> dict[str, Any]:
+    """How uvicorn runs the app, for `python -m service serve` and the tests alike: no `Server`
+    header (it names the software and its version to anyone probing), none of uvicorn's own
+    access lines (the front door writes one per request, with its id and the key's
+    fingerprint), and the service's loggers at the configured level."""
+    logging_config = copy.deepcopy(uvicorn.config.LOGGING_CONFIG)
+    logging_config["loggers"]["service"] = {
+        "handlers": ["default"],
+        "level": settings.log_level.upper(),
+        "propagate": True,  # the root has no handler of uvicorn's; pytest's caplog listens there
+    }
+    return {
+        "server_header": False,
+        "access_log": False,
+        "log_config": logging_config,
+        "log_level": settings.log_level,
+    }
+
+
 def create_app(settings: Settings | None = None) -> Starlette:
     settings = settings or Settings.from_environ()
     holder = DatasetHolder()
     watcher = VersionWatcher(holder, settings)
+    limiter = Limiter(settings.redis_url)
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -93,6 +117,7 @@ def create_app(settings: Settings | None = None) -> Starlette:
         watcher.start()
         yield
         watcher.stop()
+        await limiter.close()
 
     app = Starlette(
         routes=routes(),
@@ -107,10 +132,16 @@ def create_app(settings: Settings | None = None) -> Starlette:
     app.state.keystore = Keystore(settings.accounts_file)
     app.state.holder = holder
     app.state.cache = ResponseCache(settings.cache_mb * 2**20)
+    app.state.limiter = limiter
     app.add_middleware(ErrorBoundary)
-    app.add_middleware(Timing)
-    # Outermost (the last added): a cached answer skips everything below.
-    app.add_middleware(FromCache, cache=app.state.cache, holder=holder, keystore=app.state.keystore)
+    # Outermost (the last added): key, rate limit and cached answers before anything else.
+    app.add_middleware(
+        FrontDoor,
+        cache=app.state.cache,
+        holder=holder,
+        keystore=app.state.keystore,
+        limiter=limiter,
+    )
     return app
 
 
@@ -156,26 +187,3 @@ class ErrorBoundary:
             if started:
                 raise  # too late for a clean answer; let the server close the connection
             await render(request, ApiError("internal error"))(scope, receive, send)
-
-
-class Timing:
-    """Stamps each request's arrival, so `query_time_ms` measures the whole answer, and reports
-    the server's own time in a `Server-Timing` header (what benchmarks and browsers read)."""
-
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        started = time.perf_counter()
-        scope.setdefault("state", {})["started"] = started
-
-        async def timed_send(message: Message) -> None:
-            if message["type"] == "http.response.start":
-                headers = [*message.get("headers", []), server_timing(started)]
-                message = {**message, "headers": headers}
-            await send(message)
-
-        await self.app(scope, receive, timed_send)

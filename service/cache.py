@@ -11,7 +11,6 @@ Bounded by the bytes of the bodies it holds (least recently used out first); 0 t
 
 import re
 import threading
-import time
 from collections.abc import Awaitable, Callable, Hashable
 from dataclasses import dataclass
 from operator import itemgetter
@@ -22,20 +21,18 @@ from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import Headers, QueryParams
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import Scope
 
-from service.access import AUTHENTICATED, EXCHANGE_KEY_HEADER, caller, presented_key
-from service.accounts import Account, Keystore
-from service.dataset import DatasetHolder
-from service.errors import ApiError, render, server_timing
+from service.access import EXCHANGE_KEY_HEADER, caller
+from service.accounts import Account
+from service.errors import ApiError, render
 
 VERSION_HEADER = b"x-dataset-version"
 QUERY_TIME = re.compile(rb'"query_time_ms":(\d+)')
 KEPT_HEADERS = frozenset({b"content-type", VERSION_HEADER})  # content-length: per answer
 # The request headers a cache key is made of: the key, as either family presents it, and Accept.
 KEYED_HEADERS = frozenset({b"authorization", EXCHANGE_KEY_HEADER.encode(), b"accept"})
-RECENT_REQUESTS = 4096
-CACHE_KEY = "cache_key"  # the request's key, in its state, once `FromCache` has made it
+CACHE_KEY = "cache_key"  # the request's key, in its state, once `FrontDoor` has made it
 
 
 @dataclass(frozen=True)
@@ -144,73 +141,3 @@ def cached(
         return response
 
     return answer
-
-
-class FromCache:
-    """The outermost layer before the router: a GET or HEAD whose answer is cached is answered
-    here, without routing, middleware or a `Response` object (what a static file costs). The
-    key is checked first; anything not answered here goes on to the app unchanged."""
-
-    def __init__(
-        self, app: ASGIApp, *, cache: ResponseCache, holder: DatasetHolder, keystore: Keystore
-    ) -> None:
-        self.app = app
-        self._cache = cache
-        self._holder = holder
-        self._keystore = keystore
-        # The cache key of recent raw requests (path, query and the headers the key is made
-        # of), for the key store's generation it was made under: under load the key check
-        # and the key cost a fifth of a cached answer (a hash, a header parse, a sort). Only
-        # valid keys are remembered, and a re-read of the accounts file forgets them all.
-        self._recent: dict[tuple[Any, ...], tuple[int, Account, Hashable]] = {}
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        started = time.perf_counter()
-        try:
-            stored = self._lookup(scope) if scope["type"] == "http" else None
-        except Exception:
-            # The app behind meets the same failure (an unreadable accounts file, say) and
-            # answers it in the family's envelope; this layer only ever saves work.
-            stored = None
-        if stored is None:
-            await self.app(scope, receive, send)
-            return
-        body = stored.body(round((time.perf_counter() - started) * 1000))
-        headers = [
-            *stored.headers,
-            (b"content-length", b"%d" % len(body)),
-            server_timing(started),
-        ]
-        await send({"type": "http.response.start", "status": 200, "headers": headers})
-        await send({"type": "http.response.body", "body": body})
-
-    def _lookup(self, scope: Scope) -> Stored | None:
-        dataset = self._holder.current
-        if dataset is None or scope["method"] not in ("GET", "HEAD"):
-            return None
-        generation = self._keystore.refresh()
-        raw = (
-            scope["path"],
-            scope["query_string"],
-            *(pair for pair in scope["headers"] if pair[0] in KEYED_HEADERS),
-        )
-        known = self._recent.get(raw)
-        if known is None or known[0] != generation:
-            found = self._key_of(scope)
-            if found is None:
-                return None  # the app gives the family's 401
-            known = (generation, *found)
-            if len(self._recent) >= RECENT_REQUESTS:
-                self._recent.clear()
-            self._recent[raw] = known
-        _, account, key = known
-        # Checked once: the handlers and `cached` read the caller and the key from the state.
-        state = scope.setdefault("state", {})
-        state[AUTHENTICATED], state[CACHE_KEY] = account, key
-        return self._cache.get(dataset.version_id, key)
-
-    def _key_of(self, scope: Scope) -> tuple[Account, Hashable] | None:
-        """The account and cache key of a request whose key is valid; None when it is not."""
-        headers = Headers(scope=scope)
-        account = self._keystore.authenticate(presented_key(scope["path"], headers))
-        return None if account is None else (account, cache_key(account, scope, headers))

@@ -7,6 +7,7 @@
      +-- NotFound          404    unknown supplier or path (or one outside the key's scope)
      +-- MethodNotAllowed  405
      +-- ValidationError   422    exchange family: every bad parameter, listed in `details`
+     +-- RateLimited       429    the key's token bucket is empty (`Retry-After` says when)
      +-- Unavailable       503    no dataset version is loaded yet
 
 Handlers raise these; `render` turns any of them into the family's documented body. Anything
@@ -20,6 +21,8 @@ from typing import Any
 from starlette.requests import Request
 
 from service.responses import JSON
+
+STARTED = "started"  # where a request's state holds its arrival (`time.perf_counter()`)
 
 
 class Family(Enum):
@@ -67,6 +70,16 @@ class ValidationError(ApiError):
     status, label, code = 422, "Unprocessable Entity", "VALIDATION_ERROR"
 
 
+class RateLimited(ApiError):
+    status, label, code = 429, "Too Many Requests", "RATE_LIMITED"
+
+    def __init__(self, retry_after: int) -> None:
+        super().__init__(
+            f"rate limit exceeded; retry after {retry_after} s",
+            {"retry_after_seconds": retry_after},
+        )
+
+
 class Unavailable(ApiError):
     status, label, code = 503, "Service Unavailable", "UNAVAILABLE"
 
@@ -90,7 +103,7 @@ def server_timing(started: float) -> tuple[bytes, bytes]:
 
 def elapsed_ms(request: Request) -> int:
     """Milliseconds since the request arrived (stamped by the app's timing middleware)."""
-    started: float = request.scope.get("state", {}).get("started", time.perf_counter())
+    started: float = request.scope.get("state", {}).get(STARTED, time.perf_counter())
     return round((time.perf_counter() - started) * 1000)
 
 

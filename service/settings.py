@@ -15,6 +15,7 @@ class Settings:
     version_poll_seconds: float = 0.1
     cache_mb: int = 64  # response cache bound (bodies held); 0 turns it off
     log_level: str = "info"
+    redis_url: str | None = None  # rate-limit buckets shared by processes; None: per process
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str] | None = None) -> "Settings":
@@ -30,4 +31,5 @@ class Settings:
             ),
             cache_mb=int(env.get("FEES_CACHE_MB", defaults.cache_mb)),
             log_level=env.get("FEES_LOG_LEVEL", defaults.log_level),
+            redis_url=env.get("FEES_REDIS_URL") or None,
         )

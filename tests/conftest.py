@@ -7,7 +7,7 @@ import socket
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import date
 from pathlib import Path
 
@@ -20,7 +20,7 @@ from ingest import synth
 from ingest.pipeline import IngestResult, run_ingest
 from ingest.schema import RAW_COLUMNS
 from service.accounts import fingerprint, key_hash
-from service.app import create_app
+from service.app import create_app, server_options
 from service.dataset import Dataset
 from service.index import ResultsIndex
 from service.settings import Settings
@@ -85,12 +85,13 @@ def raw_dir(tmp_path: Path) -> Path:
 class LiveServer:
     """The real app under a real uvicorn server on a free loopback port, in a thread."""
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, *, log_level: str = "warning") -> None:
         self.app = create_app(settings)
         self._socket = socket.socket()
         self._socket.bind(("127.0.0.1", 0))
         self.url = f"http://127.0.0.1:{self._socket.getsockname()[1]}"
-        config = uvicorn.Config(self.app, log_level="warning", lifespan="on")
+        logged = replace(settings, log_level=log_level)  # "info" writes the access lines
+        config = uvicorn.Config(self.app, lifespan="on", **server_options(logged))
         self._server = uvicorn.Server(config)
         self._thread = threading.Thread(
             target=self._server.run, kwargs={"sockets": [self._socket]}, daemon=True
@@ -114,6 +115,8 @@ KEYS = {
     "full": "test-key-full-access-0123456789abcdef",
     "nyse": "test-key-nyse-only-0123456789abcdef",
 }
+# The shared test keys make hundreds of calls; the rate-limit tests make keys of their own.
+UNLIMITED = {"burst": 10**9, "per_minute": 10**9}
 
 
 @pytest.fixture(scope="session")
@@ -121,9 +124,17 @@ def accounts_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Accounts with an all-venue key, a NYSE-only key and a revoked key."""
     document = {
         "accounts": {
-            "analyst": {"exchanges": None, "keys": [_key(KEYS["full"])]},
-            "nyse-desk": {"exchanges": ["nyse"], "keys": [_key(KEYS["nyse"])]},
-            "former": {"exchanges": None, "keys": [_key("revoked-key", revoked=True)]},
+            "analyst": {
+                "exchanges": None,
+                "rate_limit": UNLIMITED,
+                "keys": [account_key(KEYS["full"])],
+            },
+            "nyse-desk": {
+                "exchanges": ["nyse"],
+                "rate_limit": UNLIMITED,
+                "keys": [account_key(KEYS["nyse"])],
+            },
+            "former": {"exchanges": None, "keys": [account_key("revoked-key", revoked=True)]},
         }
     }
     path = tmp_path_factory.mktemp("accounts") / "accounts.json"
@@ -131,7 +142,7 @@ def accounts_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
-def _key(key: str, *, revoked: bool = False) -> dict[str, object]:
+def account_key(key: str, *, revoked: bool = False) -> dict[str, object]:
     return {
         "id": fingerprint(key),
         "sha256": key_hash(key),

@@ -120,11 +120,10 @@ def private_server(tmp_path: Path, accounts: Path) -> LiveServer:
 def test_an_unexpected_failure_is_500_in_the_envelope_without_internals(
     tmp_path: Path, accounts_file: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    accounts = Path(shutil.copy(accounts_file, tmp_path / "accounts.json"))
+    # An accounts file that was never readable: there are no keys to keep serving with.
+    accounts = tmp_path / "accounts.json"
+    accounts.write_text("{ broken json", encoding="utf-8")
     with private_server(tmp_path, accounts) as live, httpx.Client(base_url=live.url) as http:
-        assert http.get("/api/v1/exchanges/", headers=exchange_headers()).status_code == 200
-        accounts.write_text("{ broken json", encoding="utf-8")
-        time.sleep(RECHECK_SECONDS)
         supplier = http.get("/api/v1/suppliers/nyse/actions", headers=supplier_headers())
         exchange = http.get("/api/v1/exchanges/", headers=exchange_headers())
         assert (supplier.status_code, supplier.json()) == (
@@ -209,3 +208,17 @@ def test_content_type_json_on_get_is_accepted(client: httpx.Client) -> None:
         headers={"Authorization": f"Bearer {KEYS['full']}", "Content-Type": "application/json"},
     )
     assert response.status_code == 200
+
+
+def test_a_broken_change_to_the_accounts_file_keeps_the_keys_read_last(
+    tmp_path: Path, accounts_file: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    accounts = Path(shutil.copy(accounts_file, tmp_path / "accounts.json"))
+    with private_server(tmp_path, accounts) as live, httpx.Client(base_url=live.url) as http:
+        assert http.get("/api/v1/exchanges/", headers=exchange_headers()).status_code == 200
+        accounts.write_text("{ half-written", encoding="utf-8")
+        time.sleep(RECHECK_SECONDS * 2)
+        kept = http.get("/api/v1/exchanges/", headers=exchange_headers())
+        refused = http.get("/api/v1/exchanges/", headers=exchange_headers("revoked-key"))
+    assert (kept.status_code, refused.status_code) == (200, 401)
+    assert any("keeping the keys read last" in record.message for record in caplog.records)

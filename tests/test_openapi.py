@@ -20,10 +20,9 @@ from referencing import Registry
 from referencing.jsonschema import DRAFT202012
 
 from ingest.pipeline import IngestResult
-from service.accounts import fingerprint, key_hash
 from service.app import ENDPOINTS, OPENAPI_FILE
 from service.settings import Settings
-from tests.conftest import KEYS, LiveServer, exchange_headers, supplier_headers
+from tests.conftest import KEYS, LiveServer, account_key, exchange_headers, supplier_headers
 
 DOCUMENT_URI = "urn:exchange-fees:openapi"
 DOCUMENT: dict[str, Any] = json.loads(OPENAPI_FILE.read_text(encoding="utf-8"))
@@ -275,6 +274,7 @@ class Case(NamedTuple):
 
 CSV, PARQUET = "text/csv", "application/vnd.apache.parquet"
 OUT_OF_SCOPE_KEY = "test-key-cboe-only-0123456789abcdef"  # only on `out_of_scope_client`
+LIMITED_KEY = "test-key-one-a-minute-0123456789abcdef"  # only on `limited_client`
 SUPPLIER = supplier_headers()
 EXCHANGE = exchange_headers()
 NYSE_ONLY = supplier_headers(KEYS["nyse"])
@@ -489,6 +489,25 @@ CASES = {
     "filters-no-key": Case("GET", f"{RESULTS}filters", NO_KEY, 401),
     "by-version-unknown-key": Case("GET", VERSION, exchange_headers("wrong"), 401),
     "result-no-key": Case("GET", RECORD, NO_KEY, 401),
+    # 429: every operation, with the key whose one token the test spends first
+    **{
+        f"{name}-rate-limited": Case("GET", url, headers(LIMITED_KEY), 429, server="limited_client")
+        for name, url, headers in [
+            ("participants", f"{SUPPLIERS}/nasdaq/participants", supplier_headers),
+            ("fee-categories", f"{SUPPLIERS}/nasdaq/fee-categories", supplier_headers),
+            ("actions", f"{SUPPLIERS}/nasdaq/actions", supplier_headers),
+            ("fee-types", f"{SUPPLIERS}/nasdaq/fee-types", supplier_headers),
+            ("date-ranges", f"{SUPPLIERS}/nasdaq/date-ranges", supplier_headers),
+            ("data", f"{SUPPLIERS}/nasdaq/data", supplier_headers),
+            ("data-count", f"{SUPPLIERS}/nasdaq/data/count", supplier_headers),
+            ("exchanges", "/api/v1/exchanges/", exchange_headers),
+            ("exchange", "/api/v1/exchanges/nasdaq", exchange_headers),
+            ("results", RESULTS, exchange_headers),
+            ("filters", f"{RESULTS}filters", exchange_headers),
+            ("by-version", VERSION, exchange_headers),
+            ("result", RECORD, exchange_headers),
+        ]
+    },
     # 403: the exchange family, naming a venue, record or version outside the key's scope
     "exchange-hidden": Case("GET", "/api/v1/exchanges/nasdaq", EXCHANGE_NYSE, 403),
     "results-hidden-venue": Case("GET", f"{RESULTS}?exchange_name=nasdaq", EXCHANGE_NYSE, 403),
@@ -577,14 +596,30 @@ def out_of_scope_client(
     """The shared data under a second server whose accounts add a key for `cboe` alone, a venue
     without records: the fixture's version is outside its scope (no shared key's)."""
     document = json.loads(accounts_file.read_text(encoding="utf-8"))
-    key = {
-        "id": fingerprint(OUT_OF_SCOPE_KEY),
-        "sha256": key_hash(OUT_OF_SCOPE_KEY),
-        "created_at": "2026-01-01T00:00:00+00:00",
-        "revoked_at": None,
+    document["accounts"]["cboe-desk"] = {
+        "exchanges": ["cboe"],
+        "keys": [account_key(OUT_OF_SCOPE_KEY)],
     }
-    document["accounts"]["cboe-desk"] = {"exchanges": ["cboe"], "keys": [key]}
     accounts = tmp_path_factory.mktemp("out-of-scope") / "accounts.json"
+    accounts.write_text(json.dumps(document), encoding="utf-8")
+    settings = Settings(data_dir=fixture_version.version_dir.parent.parent, accounts_file=accounts)
+    with LiveServer(settings) as live, httpx.Client(base_url=live.url, timeout=10) as http:
+        yield http
+
+
+@pytest.fixture(scope="module")
+def limited_client(
+    fixture_version: IngestResult, accounts_file: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[httpx.Client]:
+    """The shared data under a server whose accounts add a key with a one-request bucket that
+    refills once a minute: its second request within a minute is 429."""
+    document = json.loads(accounts_file.read_text(encoding="utf-8"))
+    document["accounts"]["trickle"] = {
+        "exchanges": None,
+        "rate_limit": {"burst": 1, "per_minute": 1},
+        "keys": [account_key(LIMITED_KEY)],
+    }
+    accounts = tmp_path_factory.mktemp("limited") / "accounts.json"
     accounts.write_text(json.dumps(document), encoding="utf-8")
     settings = Settings(data_dir=fixture_version.version_dir.parent.parent, accounts_file=accounts)
     with LiveServer(settings) as live, httpx.Client(base_url=live.url, timeout=10) as http:
@@ -597,6 +632,8 @@ def test_a_real_response_matches_the_document(
 ) -> None:
     http: httpx.Client = request.getfixturevalue(case.server)
     url = case.url.format(**path_values)
+    if case.status == 429:
+        http.request(case.method, url, headers=case.headers)  # spends the bucket's one token
     response = http.request(case.method, url, headers=case.headers)
     assert response.status_code == case.status, response.text
     media_type = response.headers["content-type"].split(";")[0]
@@ -609,9 +646,13 @@ def test_a_real_response_matches_the_document(
     location, documented = follow(f"{operation.location}/responses/{status}")
     assert media_type in documented["content"], f"{media_type} is not documented"
     headers = documented.get("headers", {})
-    for name, header in headers.items():
+    for name in headers:
+        header_location, header = follow(f"{location}/headers/{escape(name)}")
         if name in response.headers:
-            assert schema_errors(response.headers[name], f"{location}/headers/{name}/schema") == []
+            value: Any = response.headers[name]
+            if header["schema"].get("type") == "integer":
+                value = int(value)  # a header is text; its schema says what the text holds
+            assert schema_errors(value, f"{header_location}/schema") == []
         else:
             assert not header.get("required"), f"documented header {name} is missing"
     if media_type == JSON:
