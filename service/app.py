@@ -22,6 +22,7 @@ from service.cache import ResponseCache, cached
 from service.dataset import DatasetHolder, VersionWatcher
 from service.errors import ApiError, MethodNotAllowed, NotFound, render
 from service.front import FrontDoor
+from service.protocol import BoundedHttpToolsProtocol
 from service.ratelimit import Limiter
 from service.settings import Settings
 
@@ -87,7 +88,8 @@ def routes() -> list[Route]:
 
 
 def server_options(settings: Settings) -> dict[str, Any]:
-    """How uvicorn runs the app, for `python -m service serve` and the tests alike: no `Server`
+    """How uvicorn runs the app, for `python -m service serve` and the tests alike: bounds on
+    the request head (`service.protocol`), no `Server`
     header (it names the software and its version to anyone probing), none of uvicorn's own
     access lines (the front door writes one per request, with its id and the key's
     fingerprint), and the service's loggers at the configured level."""
@@ -98,6 +100,7 @@ def server_options(settings: Settings) -> dict[str, Any]:
         "propagate": True,  # the root has no handler of uvicorn's; pytest's caplog listens there
     }
     return {
+        "http": BoundedHttpToolsProtocol,
         "server_header": False,
         "access_log": False,
         "log_config": logging_config,

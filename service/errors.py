@@ -6,8 +6,10 @@
      +-- Forbidden         403    a named venue exists but is outside the key's scope
      +-- NotFound          404    unknown supplier or path (or one outside the key's scope)
      +-- MethodNotAllowed  405
+     +-- UriTooLong        414    the request target (path and query) is over 8 KiB
      +-- ValidationError   422    exchange family: every bad parameter, listed in `details`
      +-- RateLimited       429    the key's token bucket is empty (`Retry-After` says when)
+     +-- HeadersTooLarge   431    over 100 header lines, or over 16 KiB of them
      +-- Unavailable       503    no dataset version is loaded yet
 
 Handlers raise these; `render` turns any of them into the family's documented body. Anything
@@ -66,6 +68,10 @@ class MethodNotAllowed(ApiError):
         self.headers = {"Allow": allowed}
 
 
+class UriTooLong(ApiError):
+    status, label, code = 414, "URI Too Long", "URI_TOO_LONG"
+
+
 class ValidationError(ApiError):
     status, label, code = 422, "Unprocessable Entity", "VALIDATION_ERROR"
 
@@ -78,6 +84,10 @@ class RateLimited(ApiError):
             f"rate limit exceeded; retry after {retry_after} s",
             {"retry_after_seconds": retry_after},
         )
+
+
+class HeadersTooLarge(ApiError):
+    status, label, code = 431, "Request Header Fields Too Large", "HEADERS_TOO_LARGE"
 
 
 class Unavailable(ApiError):

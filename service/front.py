@@ -65,6 +65,10 @@ def request_id(scope: Scope) -> bytes:
     for name, value in scope["headers"]:
         if name == REQUEST_ID and GIVEN_REQUEST_ID.fullmatch(value):
             return bytes(value)
+    return new_request_id()
+
+
+def new_request_id() -> bytes:
     return b"%s%012x" % (_process_prefix, next(_request_numbers))
 
 

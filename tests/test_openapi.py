@@ -8,7 +8,7 @@ resolve through a `referencing.Registry` that holds the whole document.
 
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, NamedTuple
 from urllib.parse import urlsplit
@@ -286,6 +286,24 @@ RESULTS = "/api/v1/fee-schedule-results/"
 VERSION = RESULTS + "versions/{version_id}"  # the fixture's version
 RECORD = RESULTS + "{record_id}"  # a nasdaq record
 
+# (name, URL, the headers that carry a key) of every operation but the OpenAPI document.
+OPERATIONS: list[tuple[str, str, Callable[..., dict[str, str]]]] = [
+    ("participants", f"{SUPPLIERS}/nasdaq/participants", supplier_headers),
+    ("fee-categories", f"{SUPPLIERS}/nasdaq/fee-categories", supplier_headers),
+    ("actions", f"{SUPPLIERS}/nasdaq/actions", supplier_headers),
+    ("fee-types", f"{SUPPLIERS}/nasdaq/fee-types", supplier_headers),
+    ("date-ranges", f"{SUPPLIERS}/nasdaq/date-ranges", supplier_headers),
+    ("data", f"{SUPPLIERS}/nasdaq/data", supplier_headers),
+    ("data-count", f"{SUPPLIERS}/nasdaq/data/count", supplier_headers),
+    ("exchanges", "/api/v1/exchanges/", exchange_headers),
+    ("exchange", "/api/v1/exchanges/nasdaq", exchange_headers),
+    ("results", RESULTS, exchange_headers),
+    ("filters", f"{RESULTS}filters", exchange_headers),
+    ("by-version", VERSION, exchange_headers),
+    ("result", RECORD, exchange_headers),
+]
+MANY_HEADERS = {f"x-filler-{number}": "v" for number in range(101)}
+
 CASES = {
     # 200: each endpoint, with and without a date window, under every path form
     "participants": Case("GET", f"{SUPPLIERS}/nasdaq/participants", SUPPLIER, 200),
@@ -492,21 +510,16 @@ CASES = {
     # 429: every operation, with the key whose one token the test spends first
     **{
         f"{name}-rate-limited": Case("GET", url, headers(LIMITED_KEY), 429, server="limited_client")
-        for name, url, headers in [
-            ("participants", f"{SUPPLIERS}/nasdaq/participants", supplier_headers),
-            ("fee-categories", f"{SUPPLIERS}/nasdaq/fee-categories", supplier_headers),
-            ("actions", f"{SUPPLIERS}/nasdaq/actions", supplier_headers),
-            ("fee-types", f"{SUPPLIERS}/nasdaq/fee-types", supplier_headers),
-            ("date-ranges", f"{SUPPLIERS}/nasdaq/date-ranges", supplier_headers),
-            ("data", f"{SUPPLIERS}/nasdaq/data", supplier_headers),
-            ("data-count", f"{SUPPLIERS}/nasdaq/data/count", supplier_headers),
-            ("exchanges", "/api/v1/exchanges/", exchange_headers),
-            ("exchange", "/api/v1/exchanges/nasdaq", exchange_headers),
-            ("results", RESULTS, exchange_headers),
-            ("filters", f"{RESULTS}filters", exchange_headers),
-            ("by-version", VERSION, exchange_headers),
-            ("result", RECORD, exchange_headers),
-        ]
+        for name, url, headers in OPERATIONS
+    },
+    # 414 and 431: every operation, a request target or headers past the protocol's bounds
+    **{
+        f"{name}-target-too-long": Case("GET", f"{url}?x={'a' * 8200}", headers(), 414)
+        for name, url, headers in [*OPERATIONS, ("openapi", "/api/v1/openapi.json", dict)]
+    },
+    **{
+        f"{name}-too-many-headers": Case("GET", url, {**headers(), **MANY_HEADERS}, 431)
+        for name, url, headers in [*OPERATIONS, ("openapi", "/api/v1/openapi.json", dict)]
     },
     # 403: the exchange family, naming a venue, record or version outside the key's scope
     "exchange-hidden": Case("GET", "/api/v1/exchanges/nasdaq", EXCHANGE_NYSE, 403),
