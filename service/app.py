@@ -2,7 +2,7 @@
 
 import copy
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -16,7 +16,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from service import exchanges, results, supplier_data, suppliers
+from service import exchanges, health, results, supplier_data, suppliers
 from service.accounts import Keystore
 from service.cache import ResponseCache, cached
 from service.dataset import DatasetHolder, VersionWatcher
@@ -60,6 +60,11 @@ IN_MEMORY = frozenset(
         results.filters,
     }
 )
+# The probes an orchestrator calls, at the root, without a key (`service.health`).
+PROBES: dict[str, Callable[[Request], Awaitable[Response]]] = {
+    "/healthz": health.healthz,
+    "/readyz": health.readyz,
+}
 PREFIXES = ("/api/v1", "/v1")
 OPENAPI_FILE = Path(__file__).with_name("openapi.json")
 
@@ -71,20 +76,27 @@ def routes() -> list[Route]:
         """The OpenAPI 3.1 document (no key needed: it describes, it holds no data)."""
         return Response(document, media_type="application/json")
 
-    return [
-        Route(
-            prefix + path + slash,
-            cached(endpoint, on_loop=endpoint in IN_MEMORY),
-            methods=["GET", "HEAD"],
-        )
-        for path, endpoint in ENDPOINTS
-        for prefix in PREFIXES
-        for slash in ("", "/")
-    ] + [
-        Route(prefix + "/openapi.json" + slash, openapi, methods=["GET", "HEAD"])
-        for prefix in PREFIXES
-        for slash in ("", "/")
-    ]
+    return (
+        [
+            Route(
+                prefix + path + slash,
+                cached(endpoint, on_loop=endpoint in IN_MEMORY),
+                methods=["GET", "HEAD"],
+            )
+            for path, endpoint in ENDPOINTS
+            for prefix in PREFIXES
+            for slash in ("", "/")
+        ]
+        + [
+            Route(prefix + "/openapi.json" + slash, openapi, methods=["GET", "HEAD"])
+            for prefix in PREFIXES
+            for slash in ("", "/")
+        ]
+        + [
+            Route("/healthz", health.healthz, methods=["GET", "HEAD"]),
+            Route("/readyz", health.readyz, methods=["GET", "HEAD"]),
+        ]
+    )
 
 
 def server_options(settings: Settings) -> dict[str, Any]:
@@ -134,6 +146,7 @@ def create_app(settings: Settings | None = None) -> Starlette:
     app.state.settings = settings
     app.state.keystore = Keystore(settings.accounts_file)
     app.state.holder = holder
+    app.state.watcher = watcher
     app.state.cache = ResponseCache(settings.cache_mb * 2**20)
     app.state.limiter = limiter
     app.add_middleware(ErrorBoundary)

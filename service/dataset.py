@@ -5,6 +5,13 @@ counts, venue summaries, coverage runs) and memory-maps its results index; a req
 one small query on its own cursor, or none at all.
 `VersionWatcher` notices a new `current` pointer, opens that version beside the old one and
 swaps a single reference, so requests in flight finish on the version they started with.
+
+Faults in the data are kept to the requests they touch. A version whose files do not match its
+manifest (a venue's file missing, unreadable or holding another number of records; a serving
+copy or index of another size) is refused at load, and the previous one goes on serving. A file
+damaged after that fails only the queries that read it: they answer 503 (`DataFault`), the fault
+is kept in `Dataset.faults` for the readiness probe, and everything else keeps working. A query
+that runs past `Settings.query_timeout_seconds` is interrupted and answers 503 (`QueryTimeout`).
 """
 
 import logging
@@ -12,6 +19,7 @@ import threading
 import time
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import date
 from pathlib import Path
@@ -20,6 +28,7 @@ from typing import Any
 import duckdb
 import numpy as np
 import pyarrow as pa
+import pyarrow.parquet as pq
 
 from ingest.publish import current_version_dir, read_manifest
 from ingest.rollups import COUNTED
@@ -27,12 +36,38 @@ from ingest.serving import INDEX_DIR, SERVING_FILE
 from ingest.stage import sql_string
 from service import memory, queries
 from service.accounts import Account
+from service.errors import Unavailable
 from service.index import Array, ResultsIndex
 from service.rollups import ENCODED, DiscoveryCounts, read_rollup
 from service.settings import Settings
 from service.vocabulary import DATA_TYPE_OF_CATEGORY, DATA_TYPE_ORDER
+from service.watchdog import Watchdog
 
 log = logging.getLogger(__name__)
+
+MAX_FAULTS = 20  # kept per version for the readiness probe (each is logged in full)
+# What DuckDB raises when a file cannot be read: missing (IOException), not Parquet or cut short
+# (InvalidInputException), a damaged footer or a block failing its checksum (the bare Error).
+# Anything else escaping a query is a defect and stays a 500.
+FILE_FAULTS = (duckdb.IOException, duckdb.InvalidInputException)
+
+
+class DamagedVersion(Exception):
+    """A version's files do not match its manifest; it is refused at load."""
+
+
+class DataFault(Unavailable):
+    def __init__(self) -> None:
+        super().__init__("part of the dataset cannot be read; the operator has been alerted")
+
+
+class QueryTimeout(Unavailable):
+    def __init__(self, seconds: float) -> None:
+        super().__init__(f"the query ran longer than {seconds:g} s and was stopped; try again")
+
+
+def is_file_fault(error: duckdb.Error) -> bool:
+    return isinstance(error, FILE_FAULTS) or type(error) is duckdb.Error
 
 
 # The filter dimensions of exchange details and the filters endpoint, in response order.
@@ -73,10 +108,18 @@ class Dataset:
         self.version_dir = version_dir
         self.manifest = read_manifest(version_dir)
         self.version_id: str = self.manifest["version_id"]
+        self.records: int = self.manifest["records"]
+        self.faults: list[str] = []  # what failed since it was opened, for the readiness probe
+        self._watchdog = Watchdog(settings.query_timeout_seconds)
+        self._paths = _checked_files(version_dir, self.manifest)
+        self._files: dict[str, tuple[str, ...]] = defaultdict(tuple)  # venue -> its files
+        for path in self._paths:
+            self._files[_venue_of(path)] += (str(path),)
         self._con = _connect(settings)
-        files = sorted((version_dir / "fees").glob("exchange=*/*.parquet"))
         self._con.execute(
-            queries.CREATE_FEES_VIEW.format(files=", ".join(sql_string(str(f)) for f in files))
+            queries.CREATE_FEES_VIEW.format(
+                files=", ".join(sql_string(str(f)) for f in self._paths)
+            )
         )
         self._con.execute(
             queries.CREATE_REGISTRY_VIEW.format(
@@ -89,6 +132,7 @@ class Dataset:
             serving = sql_string(str(version_dir / SERVING_FILE))
             self._con.execute(f"ATTACH {serving} AS serving (READ_ONLY)")
             self.index = ResultsIndex(version_dir / INDEX_DIR)
+            self._check_serving()
         self.venues, self._names = self._load_venues()
         self.coverage = self._load_coverage()
         self.versions = self._load_versions()
@@ -100,7 +144,8 @@ class Dataset:
     def query(self, sql: str, parameters: dict[str, Any] | None = None) -> list[tuple[Any, ...]]:
         cursor = self._con.cursor()
         try:
-            return cursor.execute(sql, parameters or {}).fetchall()
+            with self._guarded(cursor, parameters):
+                return cursor.execute(sql, parameters or {}).fetchall()
         finally:
             cursor.close()
 
@@ -108,11 +153,68 @@ class Dataset:
         """The query's rows as dicts keyed by column name (for JSON answers)."""
         cursor = self._con.cursor()
         try:
-            result = cursor.execute(sql, parameters)
-            names = [column[0] for column in result.description]
-            return [dict(zip(names, row, strict=True)) for row in result.fetchall()]
+            with self._guarded(cursor, parameters):
+                result = cursor.execute(sql, parameters)
+                names = [column[0] for column in result.description]
+                return [dict(zip(names, row, strict=True)) for row in result.fetchall()]
         finally:
             cursor.close()
+
+    @contextmanager
+    def _guarded(
+        self, cursor: duckdb.DuckDBPyConnection, parameters: dict[str, Any] | None
+    ) -> Iterator[None]:
+        """The one place DuckDB's errors become the service's: a query past its time is
+        interrupted (`QueryTimeout`), a file that cannot be read is a `DataFault`. A streamed
+        result reports both as Arrow's OSError, with DuckDB's text."""
+        try:
+            with self._watchdog.watch(cursor):
+                yield
+        except duckdb.InterruptException:
+            raise QueryTimeout(self._watchdog.seconds) from None
+        except duckdb.Error as error:
+            if not is_file_fault(error):
+                raise
+            raise self._fault(str(error), parameters) from None
+        except OSError as error:  # from a streamed result (`_stream`)
+            if str(error).startswith("INTERRUPT"):
+                raise QueryTimeout(self._watchdog.seconds) from None
+            raise self._fault(str(error), parameters) from None
+
+    def _fault(self, message: str, parameters: dict[str, Any] | None) -> DataFault:
+        """Log a file fault and keep it for the readiness probe, with the files the query read
+        when it names them (DuckDB does not always), shown relative to the version so the probe
+        reveals no more than the dataset's own layout."""
+        line = message.splitlines()[0]
+        files = (parameters or {}).get("files")
+        if files:
+            line += f" (reading {', '.join(files)})"
+        line = line.replace(f"{self.version_dir}/", "")
+        log.error("dataset version %s: %s", self.version_id, line)
+        if line not in self.faults and len(self.faults) < MAX_FAULTS:
+            self.faults.append(line)
+        return DataFault()
+
+    def _check_serving(self) -> None:
+        """The serving copy and the index hold as many records as the manifest says."""
+        [(rows,)] = self.query(queries.COUNT_SERVING)
+        sizes = {"serving copy": rows, "results index": self.index.size if self.index else rows}
+        for name, size in sizes.items():
+            if size != self.records:
+                raise DamagedVersion(
+                    f"{self.version_dir.name}: the {name} holds {size} records, "
+                    f"the manifest says {self.records}"
+                )
+
+    def scoped(self, selection: queries.Selection) -> queries.Selection:
+        """`selection`, reading only its venues' files (all of them when it names none)."""
+        every = tuple(str(path) for path in self._paths)
+        if selection.venues is None:
+            return replace(selection, files=every)
+        files = tuple(path for venue in selection.venues for path in self._files.get(venue, ()))
+        # Venues without records have no file, but read_parquet needs one: any file will do,
+        # since the venue condition keeps every record of it out.
+        return replace(selection, files=files or every[:1])
 
     def index_for(self, selection: queries.Selection) -> ResultsIndex | None:
         """The results index, if this version has one and it can answer `selection`."""
@@ -158,14 +260,28 @@ class Dataset:
                 if wanted is not None:
                     cursor.register("wanted", wanted)
                 # The relational API streams; an execute() result would be copied whole.
-                reader = cursor.sql(sql, params=parameters).to_arrow_reader(size)
-                for batch in reader:
+                with self._guarded(cursor, parameters):
+                    reader = cursor.sql(sql, params=parameters).to_arrow_reader(size)
+                # Watched per batch: the time the client takes to read one is not the query's.
+                while (batch := self._next_batch(cursor, reader, parameters)) is not None:
                     empty = False
                     yield batch
             if empty:  # still one (empty) batch, so a download always carries its columns
                 yield pa.RecordBatch.from_pylist([], schema=reader.schema)
         finally:
             cursor.close()
+
+    def _next_batch(
+        self,
+        cursor: duckdb.DuckDBPyConnection,
+        reader: pa.RecordBatchReader,
+        parameters: dict[str, Any],
+    ) -> pa.RecordBatch | None:
+        with self._guarded(cursor, parameters):
+            try:
+                return reader.read_next_batch()
+            except StopIteration:
+                return None
 
     def visible(self, account: Account) -> list[str]:
         """The venue codes an account may see."""
@@ -233,6 +349,39 @@ class Dataset:
         return dict(versions)
 
 
+def _checked_files(version_dir: Path, manifest: dict[str, Any]) -> list[Path]:
+    """The version's Parquet files, once they are shown to be the manifest's: the venues it
+    counts and no others, each with as many rows as it says (read from the files' footers)."""
+    expected: dict[str, int] | None = manifest.get("venues")
+    if expected is None:
+        raise DamagedVersion(f"{version_dir.name}: the manifest has no record counts by venue")
+    found: dict[str, int] = defaultdict(int)
+    files = sorted((version_dir / "fees").glob("exchange=*/*.parquet"))
+    for path in files:
+        try:
+            rows = pq.read_metadata(path).num_rows
+        except (OSError, pa.ArrowException) as error:
+            shown = path.relative_to(version_dir)
+            raise DamagedVersion(f"{version_dir.name}: {shown} cannot be read: {error}") from None
+        found[_venue_of(path)] += rows
+    if found != expected:
+        differ = sorted(
+            code for code in found.keys() | expected.keys() if found.get(code) != expected.get(code)
+        )
+        raise DamagedVersion(
+            f"{version_dir.name}: the files do not match the manifest for venue(s) "
+            + ", ".join(
+                f"{code} ({found.get(code, 0)} records, manifest {expected.get(code, 0)})"
+                for code in differ
+            )
+        )
+    return files
+
+
+def _venue_of(path: Path) -> str:
+    return path.parent.name.removeprefix("exchange=")
+
+
 def _at(positions: Array, include_source: bool) -> tuple[dict[str, Any], pa.Table]:
     """The parameters and `wanted` table of `queries.ROWS_IN_ORDER` for a chunk of positions."""
     bounds = (int(positions.min()), int(positions.max())) if len(positions) else (0, -1)
@@ -270,6 +419,7 @@ class VersionWatcher:
         self._settings = settings
         self._stop = threading.Event()
         self._failed: Path | None = None
+        self.refused: str | None = None  # why the newest published version was not opened
         self._thread = threading.Thread(target=self._run, name="version-watcher", daemon=True)
 
     def load_now(self) -> None:
@@ -287,6 +437,9 @@ class VersionWatcher:
         self._stop.set()
         self._thread.join(timeout=5)
 
+    def _refuse(self, target: Path, reason: str) -> None:
+        self._failed, self.refused = target, reason
+
     def _run(self) -> None:
         while not self._stop.wait(self._settings.version_poll_seconds):
             target = current_version_dir(self._settings.data_dir)
@@ -300,14 +453,18 @@ class VersionWatcher:
         started = time.perf_counter()
         try:
             dataset = Dataset(target, self._settings)
-        except Exception:
+        except DamagedVersion as error:
+            self._refuse(target, str(error))
+            log.error("refused dataset version %s: %s", target.name, error)
+            return
+        except Exception as error:
             # A version that cannot be opened must not take the service down: keep serving
             # the previous one and do not retry this target until `current` moves again.
+            self._refuse(target, f"{target.name} could not be opened: {error}")
             log.exception("could not open dataset version %s; keeping the previous one", target)
-            self._failed = target
             return
         self._holder.current = dataset
-        self._failed = None
+        self._failed, self.refused = None, None
         memory.release()  # what the open built and dropped (and the version it replaced)
         log.info(
             "serving dataset version %s (opened in %.2f s)",

@@ -66,9 +66,7 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
             (b"connection", b"close"),
         ]
         self.transport.write(
-            b"".join(
-                [STATUS_LINE[error.status], *(b"%s: %s\r\n" % pair for pair in head), b"\r\n"]
-            )
+            b"".join([STATUS_LINE[error.status], *(b"%s: %s\r\n" % pair for pair in head), b"\r\n"])
             + response.body
         )
         self.transport.close()

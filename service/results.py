@@ -50,12 +50,14 @@ def list_results(request: Request) -> Response:
     page = _Page(query)
     query.check()
     _refuse_hidden(named, account)
-    selection = queries.Selection(
-        venues=named if named is not None else _scope(dataset, account),
-        values=filters,
-        start_date=start,
-        end_date=end,
-        in_force_on=(end or datetime.now(UTC).date()) if latest else None,
+    selection = dataset.scoped(
+        queries.Selection(
+            venues=named if named is not None else _scope(dataset, account),
+            values=filters,
+            start_date=start,
+            end_date=end,
+            in_force_on=(end or datetime.now(UTC).date()) if latest else None,
+        )
     )
     kind = export.wanted_format(kind or None, request.headers.get("accept", ""))
     if kind == "json":
@@ -70,7 +72,7 @@ def result_by_id(request: Request) -> JSON:
     include_source = query.boolean("include_source")
     query.check()
     dataset = current_dataset(request)
-    selection = queries.Selection(record_id=request.path_params["record_id"])
+    selection = dataset.scoped(queries.Selection(record_id=request.path_params["record_id"]))
     sql, parameters = queries.page_of_results(
         selection, limit=1, offset=0, include_source=include_source
     )
@@ -97,7 +99,9 @@ def results_by_version(request: Request) -> JSON:
         raise NotFound("Version not found.")
     if not any(account.may_see(code) for code in venues):
         raise Forbidden(HIDDEN_DATA)
-    selection = queries.Selection(venues=_scope(dataset, account), version_id=version_id)
+    selection = dataset.scoped(
+        queries.Selection(venues=_scope(dataset, account), version_id=version_id)
+    )
     return _page_response(request, dataset, selection, page)
 
 

@@ -15,6 +15,7 @@ class Settings:
     version_poll_seconds: float = 0.1
     cache_mb: int = 64  # response cache bound (bodies held); 0 turns it off
     log_level: str = "info"
+    query_timeout_seconds: float = 5.0  # a query running longer is interrupted (503)
     redis_url: str | None = None  # rate-limit buckets shared by processes; None: per process
 
     @classmethod
@@ -31,5 +32,8 @@ class Settings:
             ),
             cache_mb=int(env.get("FEES_CACHE_MB", defaults.cache_mb)),
             log_level=env.get("FEES_LOG_LEVEL", defaults.log_level),
+            query_timeout_seconds=float(
+                env.get("FEES_QUERY_TIMEOUT_SECONDS", defaults.query_timeout_seconds)
+            ),
             redis_url=env.get("FEES_REDIS_URL") or None,
         )

@@ -54,7 +54,7 @@ def supplier_data(request: Request) -> JSON:
     code = visible_venue(
         dataset, account, request.path_params["supplier_name"], NotFound("supplier not found")
     )
-    chosen = selection.of(code)
+    chosen = dataset.scoped(selection.of(code))
     [(total,)] = dataset.query(*queries.count_matching(chosen))
     order = "effective_start ASC, record_id ASC"
     records = dataset.rows(*queries.page_of(chosen, RECORD, order, limit=limit, offset=offset))
@@ -84,7 +84,7 @@ def supplier_data_count(request: Request) -> JSON:
     code = visible_venue(
         dataset, account, request.path_params["supplier_name"], NotFound("supplier not found")
     )
-    [(total,)] = dataset.query(*queries.count_matching(selection.of(code)))
+    [(total,)] = dataset.query(*queries.count_matching(dataset.scoped(selection.of(code))))
     data = selection.echo(code) | {
         "total_count": int(total),
         "pagination_info": {

@@ -20,7 +20,7 @@ from referencing import Registry
 from referencing.jsonschema import DRAFT202012
 
 from ingest.pipeline import IngestResult
-from service.app import ENDPOINTS, OPENAPI_FILE
+from service.app import ENDPOINTS, OPENAPI_FILE, PROBES
 from service.settings import Settings
 from tests.conftest import KEYS, LiveServer, account_key, exchange_headers, supplier_headers
 
@@ -198,7 +198,7 @@ def test_the_document_is_openapi_3_1() -> None:
 
 def test_the_document_has_every_route_of_the_app() -> None:
     expected = {"/api/v1" + path + ("/" if path in COLLECTIONS else "") for path, _ in ENDPOINTS}
-    assert set(DOCUMENT["paths"]) == expected | {"/api/v1/openapi.json"}
+    assert set(DOCUMENT["paths"]) == expected | {"/api/v1/openapi.json", *PROBES}
     assert {operation.method for operation in operations()} == {"get"}
 
 
@@ -303,6 +303,11 @@ OPERATIONS: list[tuple[str, str, Callable[..., dict[str, str]]]] = [
     ("result", RECORD, exchange_headers),
 ]
 MANY_HEADERS = {f"x-filler-{number}": "v" for number in range(101)}
+KEYLESS: list[tuple[str, str, Callable[..., dict[str, str]]]] = [
+    ("openapi", "/api/v1/openapi.json", dict),
+    ("healthz", "/healthz", dict),
+    ("readyz", "/readyz", dict),
+]
 
 CASES = {
     # 200: each endpoint, with and without a date window, under every path form
@@ -515,12 +520,17 @@ CASES = {
     # 414 and 431: every operation, a request target or headers past the protocol's bounds
     **{
         f"{name}-target-too-long": Case("GET", f"{url}?x={'a' * 8200}", headers(), 414)
-        for name, url, headers in [*OPERATIONS, ("openapi", "/api/v1/openapi.json", dict)]
+        for name, url, headers in [*OPERATIONS, *KEYLESS]
     },
     **{
         f"{name}-too-many-headers": Case("GET", url, {**headers(), **MANY_HEADERS}, 431)
-        for name, url, headers in [*OPERATIONS, ("openapi", "/api/v1/openapi.json", dict)]
+        for name, url, headers in [*OPERATIONS, *KEYLESS]
     },
+    # the probes: no key, and any other method is 405
+    "healthz": Case("GET", "/healthz", NO_KEY, 200),
+    "readyz": Case("GET", "/readyz", NO_KEY, 200),
+    "healthz-post": Case("POST", "/healthz", NO_KEY, 405),
+    "readyz-delete": Case("DELETE", "/readyz", NO_KEY, 405),
     # 403: the exchange family, naming a venue, record or version outside the key's scope
     "exchange-hidden": Case("GET", "/api/v1/exchanges/nasdaq", EXCHANGE_NYSE, 403),
     "results-hidden-venue": Case("GET", f"{RESULTS}?exchange_name=nasdaq", EXCHANGE_NYSE, 403),

@@ -69,6 +69,7 @@ def sql_page(
     dataset: Dataset, selection: queries.Selection, order_by: str, order_dir: str,
     offset: int, size: int,
 ) -> tuple[int, list[str]]:  # fmt: skip
+    selection = dataset.scoped(selection)
     [(count,)] = dataset.query(*queries.count_matching(selection))
     sql, parameters = queries.page_of_results(
         selection, order_by=order_by, order_dir=order_dir, limit=size, offset=offset,
