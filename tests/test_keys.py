@@ -1,0 +1,66 @@
+"""Keys: stored only as hashes, checked before anything else about a request, and a missing,
+unknown or revoked key answered identically (nothing tells a caller which it was)."""
+
+from collections.abc import Callable
+from pathlib import Path
+
+import httpx
+import pytest
+
+from service.accounts import add_key, fingerprint, list_keys, revoke_key
+from tests.conftest import exchange_headers, supplier_headers
+
+# Every operation that needs a key, with parameters and names that would each be refused
+# (bad date, unknown parameter, unknown venue) if the key were looked at after them.
+REFUSED_ANYWAY: list[tuple[str, Callable[[str], dict[str, str]]]] = [
+    ("/api/v1/suppliers/nowhere/participants?start_date=bad&zz=1", supplier_headers),
+    ("/api/v1/suppliers/nowhere/date-ranges?zz=1", supplier_headers),
+    ("/api/v1/suppliers/nowhere/data?limit=0", supplier_headers),
+    ("/api/v1/suppliers/nowhere/data/count?offset=1", supplier_headers),
+    ("/api/v1/exchanges/?page=2", exchange_headers),
+    ("/api/v1/exchanges/nowhere", exchange_headers),
+    ("/api/v1/fee-schedule-results/?page_size=0&exchange_name=nowhere", exchange_headers),
+    ("/api/v1/fee-schedule-results/filters?zz=1", exchange_headers),
+    ("/api/v1/fee-schedule-results/versions/nowhere?page_number=-1", exchange_headers),
+    ("/api/v1/fee-schedule-results/nowhere?include_source=maybe", exchange_headers),
+]
+# Headers that differ between any two answers: when and which request, and how long it took.
+PER_ANSWER = {"date", "x-request-id", "server-timing"}
+
+
+def comparable(response: httpx.Response) -> tuple[int, object, list[str]]:
+    body = response.json()
+    if isinstance(body.get("meta"), dict):
+        body["meta"].pop("query_time_ms")
+    headers = sorted(
+        f"{name}: {value}" for name, value in response.headers.items() if name not in PER_ANSWER
+    )
+    return response.status_code, body, headers
+
+
+@pytest.mark.parametrize(
+    ("target", "key_headers"), REFUSED_ANYWAY, ids=[t for t, _ in REFUSED_ANYWAY]
+)
+def test_missing_unknown_and_revoked_keys_get_the_same_401_before_any_parameter_is_read(
+    client: httpx.Client, target: str, key_headers: Callable[[str], dict[str, str]]
+) -> None:
+    answers = [
+        comparable(client.get(target, headers=given))
+        for given in ({}, key_headers("unknown-key-0123456789abcdef"), key_headers("revoked-key"))
+    ]
+    assert answers[0][0] == 401
+    assert answers[0] == answers[1] == answers[2]
+
+
+def test_the_accounts_file_holds_hashes_and_fingerprints_never_keys(tmp_path: Path) -> None:
+    accounts = tmp_path / "accounts.json"
+    key = add_key(accounts, "desk", ["nyse"])
+    other = add_key(accounts, "desk", None)
+    stored = accounts.read_text(encoding="utf-8")
+    assert key not in stored and other not in stored
+    assert len(key) == 43 and fingerprint(key) in stored
+    assert revoke_key(accounts, fingerprint(key))
+    listed = {entry["id"]: entry for entry in list_keys(accounts)}
+    assert listed[fingerprint(key)]["revoked_at"] is not None
+    assert listed[fingerprint(other)]["revoked_at"] is None
+    assert key not in repr(list_keys(accounts))
