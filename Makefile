@@ -8,11 +8,12 @@ REGISTRY ?= data/exchanges.csv
 PORT ?= 8000
 ROWS ?= 1000000
 OUT ?= data/synth/$(ROWS)
+FUZZ_EXAMPLES ?= 1000
 export FEES_DATA_DIR ?= $(DATA)
 export FEES_ACCOUNTS_FILE ?= data/demo-accounts.json
 
 .DEFAULT_GOAL := help
-.PHONY: help setup run serve test lint ingest sql synth sample bench bench-ingest clean
+.PHONY: help setup run serve test lint fuzz ingest sql synth sample bench bench-ingest clean
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-13s %s\n", $$1, $$2}'
@@ -37,6 +38,9 @@ test: setup ## Lint, type-check and run every test
 lint: setup ## Lint and type-check only
 	$(PY) -m ruff check ingest service tests
 	$(PY) -m mypy
+
+fuzz: setup ## Fuzz every operation against the OpenAPI document, FUZZ_EXAMPLES cases each
+	FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(PY) -m pytest -s tests/test_fuzz.py
 
 ingest: setup ## Validate $(RAW) and publish a new version of $(DATA) (if anything changed)
 	$(PY) -m ingest --raw $(RAW) --data $(DATA) --registry $(REGISTRY) $(if $(STRICT),--strict)
