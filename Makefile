@@ -9,11 +9,12 @@ PORT ?= 8000
 ROWS ?= 1000000
 OUT ?= data/synth/$(ROWS)
 FUZZ_EXAMPLES ?= 1000
+SOAK_SECONDS ?= 300
 export FEES_DATA_DIR ?= $(DATA)
 export FEES_ACCOUNTS_FILE ?= data/demo-accounts.json
 
 .DEFAULT_GOAL := help
-.PHONY: help setup run serve test lint fuzz ingest sql synth sample bench bench-ingest clean
+.PHONY: help setup run serve test lint fuzz soak ingest sql synth sample bench bench-ingest clean
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-13s %s\n", $$1, $$2}'
@@ -57,8 +58,11 @@ sample: setup ## Regenerate the embedded dataset data/raw from data/facts
 bench-ingest: setup ## Ingest throughput vs a plain DuckDB COPY, and peak memory
 	$(PY) -m ingest.bench
 
+soak: setup ## SOAK_SECONDS of load on every endpoint while a version is published every 30 s
+	$(PY) -m service.soak --seconds $(SOAK_SECONDS)
+
 bench: setup ## HTTP benchmarks (wrk) at 100k, 1M and 10M records
 	$(PY) -m service.bench
 
 clean: ## Remove the venv, caches and generated data (not data/raw)
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache $(DATA) data/synth .bench
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache $(DATA) data/synth .bench .soak
