@@ -40,6 +40,7 @@ REQUEST_ID = b"x-request-id"
 # A caller's own request id is echoed when it is a plain token; anything else is replaced, so
 # a log line or a header never carries what a caller smuggled into it.
 GIVEN_REQUEST_ID = re.compile(rb"[A-Za-z0-9._:-]{1,128}")
+RECENT_REQUESTS = 4096  # raw requests whose account and cache key are remembered
 # A made id is this process's random 20 hex digits and a 12-digit count: unique across
 # processes and replicas without a system call per request (`uuid4` cost a tenth of a cached
 # answer under load). An id names a request; it is not a secret.
@@ -53,7 +54,6 @@ def _new_prefix() -> None:
 
 
 os.register_at_fork(after_in_child=_new_prefix)  # a forked worker makes ids of its own
-RECENT_REQUESTS = 4096
 
 
 def needs_key(path: str) -> bool:
