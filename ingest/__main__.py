@@ -38,8 +38,10 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def summary(result: IngestResult, seconds: float) -> str:
+    pruned = [f"  pruned           {', '.join(result.pruned)}"] if result.pruned else []
     if not result.changed:
-        return f"nothing changed: version {result.version_id} is current; nothing published"
+        unchanged = f"nothing changed: version {result.version_id} is current; nothing published"
+        return "\n".join([unchanged, *pruned])
     lines = [
         f"published version {result.version_id} in {seconds:.1f} s",
         f"  rows read        {result.rows_read:>12,}",
@@ -50,9 +52,7 @@ def summary(result: IngestResult, seconds: float) -> str:
     if result.rejected_rows:
         lines.append(f"  rejects file     {result.version_dir / 'rejects.csv'}")
         lines += [f"    {describe_reject(reject)}" for reject in result.first_rejects]
-    if result.pruned:
-        lines.append(f"  pruned           {', '.join(result.pruned)}")
-    return "\n".join(lines)
+    return "\n".join(lines + pruned)
 
 
 if __name__ == "__main__":

@@ -5,7 +5,10 @@ IngestError
  +-- InvalidRegistry      the venue registry itself is broken
  +-- RowsRejected         --strict and at least one row broke a rule
  +-- IngestLocked         another ingest holds the data directory's lock
+ +-- StorageFailed        the disk is full, or a path is read-only or forbidden
 """
+
+import os
 
 
 class IngestError(Exception):
@@ -30,3 +33,10 @@ class RowsRejected(IngestError):
 
 class IngestLocked(IngestError):
     pass
+
+
+class StorageFailed(IngestError):
+    def __init__(self, path: str | os.PathLike[str], cause: str) -> None:
+        super().__init__(f"{os.fspath(path)}: {cause}; nothing published")
+        self.path = os.fspath(path)
+        self.cause = cause

@@ -1,12 +1,15 @@
 """The whole ingest: raw CSVs in, one new published version (or nothing) out."""
 
+import errno
 import hashlib
 import json
 import os
+import re
 import shutil
 import sys
 from collections.abc import Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import partial
@@ -20,7 +23,7 @@ import pyarrow.parquet as pq
 from tqdm import tqdm
 
 from ingest import publish, rollups, serving, stage, write
-from ingest.errors import IngestError, MalformedFile, RowsRejected
+from ingest.errors import IngestError, MalformedFile, RowsRejected, StorageFailed
 from ingest.rawfiles import (
     check_header,
     digest_and_newlines,
@@ -80,10 +83,15 @@ def run_ingest(
     if not files:
         raise IngestError(f"no *.csv files under {raw_dir}")
     digest = _input_digest(registry, files)
-    with publish.ingest_lock(data_dir):
+    with _storage_errors(data_dir), publish.ingest_lock(data_dir):
         current = publish.current_version_dir(data_dir)
         if current is not None and publish.read_manifest(current)["input_digest"] == digest:
-            return IngestResult(changed=False, version_id=current.name, version_dir=current)
+            # Pruned all the same: a run killed between its switch and its prune leaves one
+            # version too many, and rerunning it is how that is put right.
+            pruned = publish.prune(data_dir, keep=keep)
+            return IngestResult(
+                changed=False, version_id=current.name, version_dir=current, pruned=pruned
+            )
         created = now or datetime.now(UTC)
         version_id = f"{created:%Y%m%dT%H%M%S%fZ}-{digest[:8]}"
         work = publish.staging_dir(data_dir, version_id)
@@ -108,6 +116,47 @@ def run_ingest(
 
 # The counts an ingest reports, kept once: in the manifest.
 COUNTS = ("rows_read", "records", "rejected_rows", "problems", "duplicates")
+
+# Causes the person running the ingest fixes on the machine (space, permissions, a read-only
+# mount), not in the data or the code: they get one line, not a traceback. Other OS errors are
+# unexpected and keep theirs.
+STORAGE_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM)
+# DuckDB reports an OS error only as text, naming the file in quotes (escaped when the message
+# is nested JSON): `Could not write file "<path>": No space left on device`.
+QUOTED_PATH = re.compile(r'\\?"([^"\\]*/[^"\\]*)\\?"')
+
+
+@contextmanager
+def _storage_errors(data_dir: Path) -> Iterator[None]:
+    """The one place where a full disk or an unwritable data directory, whether met by Python,
+    pyarrow or DuckDB, becomes an `IngestError` that names the path and the cause."""
+    try:
+        yield
+    except (OSError, duckdb.Error) as error:
+        failure = _storage_failure(error, data_dir)
+        if failure is None:
+            raise
+        raise failure from error
+
+
+def _storage_failure(error: OSError | duckdb.Error, data_dir: Path) -> StorageFailed | None:
+    if isinstance(error, OSError):
+        if error.errno not in STORAGE_ERRNOS:
+            return None
+        # The second name is what symlink() and rename() were creating (the first is the link's
+        # target, or the source). pyarrow names no file: the data directory is the best guess.
+        path = error.filename2 or error.filename or data_dir
+        return StorageFailed(path, os.strerror(error.errno))
+    cause = _storage_cause(str(error))
+    if cause is None:
+        return None
+    quoted = QUOTED_PATH.search(str(error))
+    return StorageFailed(quoted.group(1) if quoted else data_dir, cause)
+
+
+def _storage_cause(message: str) -> str | None:
+    """The storage cause a DuckDB message reports, as the C library words it (DuckDB's text)."""
+    return next((os.strerror(n) for n in STORAGE_ERRNOS if os.strerror(n) in message), None)
 
 
 @dataclass
@@ -230,6 +279,8 @@ def _stage_files(con: duckdb.DuckDBPyConnection, files: list[RawFile]) -> int:
                     {"file_no": number, "path": str(raw.path), "columns": columns},
                 )
             except duckdb.Error as error:
+                if _storage_cause(str(error)) is not None:
+                    raise  # a full disk while spilling, say: not the file's fault
                 raise _malformed(raw, error) from None
             (total,) = con.execute(stage.COUNT_STAGED).fetchall()[0]
             records = total - first_row

@@ -7,11 +7,14 @@
             serving.duckdb  index/                    (the service's copy: ingest.serving)
             rollups/                                  (discovery's counts: ingest.rollups)
         versions/.staging-<version id>/         (being built; never read)
+        versions/.pruning-<version id>/         (being deleted; never read)
         .ingest.lock
 
 A version is built under a staging name, flushed to disk, renamed into place, and only then
 does `current` move to it: a crash at any point leaves the previous version current, complete
-and readable. Stale staging directories of crashed runs are removed by the next ingest.
+and readable. A pruned version is renamed out of sight before it is deleted, so every
+`versions/<version id>` is whole. What a killed run leaves (dot-named entries of `versions/`,
+a `.current.*` pointer) is removed by the next ingest as soon as it holds the lock.
 """
 
 import fcntl
@@ -29,6 +32,8 @@ CURRENT = "current"
 VERSIONS = "versions"
 MANIFEST = "manifest.json"
 STAGING_PREFIX = ".staging-"
+PRUNING_PREFIX = ".pruning-"
+POINTER_PREFIX = f".{CURRENT}."
 
 
 def current_version_dir(data_dir: Path) -> Path | None:
@@ -51,15 +56,26 @@ def ingest_lock(data_dir: Path) -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             raise IngestLocked(f"another ingest is running on {data_dir}") from None
+        # Cleared here, not when a version is built: an ingest killed after its switch leaves
+        # its staging directory, and the rerun finds nothing changed and builds nothing.
+        _clear_leftovers(data_dir)
         yield
 
 
+def _clear_leftovers(data_dir: Path) -> None:
+    """Remove what killed runs left; safe only under the lock, when no run owns any of it."""
+    for pointer in data_dir.glob(POINTER_PREFIX + "*"):
+        pointer.unlink()
+    versions = data_dir / VERSIONS
+    if versions.is_dir():
+        for stale in versions.glob(".*"):
+            shutil.rmtree(stale)
+
+
 def staging_dir(data_dir: Path, version_id: str) -> Path:
-    """A fresh directory to build a version in, after clearing what crashed runs left."""
+    """A fresh directory to build a version in."""
     versions = data_dir / VERSIONS
     versions.mkdir(parents=True, exist_ok=True)
-    for stale in versions.glob(STAGING_PREFIX + "*"):
-        shutil.rmtree(stale)
     path = versions / (STAGING_PREFIX + version_id)
     path.mkdir()
     return path
@@ -76,11 +92,22 @@ def publish(data_dir: Path, staged: Path, version_id: str) -> Path:
     final = data_dir / VERSIONS / version_id
     os.rename(staged, final)
     _fsync_dir(final.parent)
-    pointer = data_dir / f".{CURRENT}.{version_id}"
-    os.symlink(Path(VERSIONS) / version_id, pointer)
-    os.replace(pointer, data_dir / CURRENT)
+    try:
+        _point_current(data_dir, version_id)
+    except OSError:  # raised by the symlink or the replace, so `current` has not moved
+        # It never became current: back under the staging name, for the caller to clear, so a
+        # failed ingest leaves no version behind.
+        os.rename(final, staged)
+        raise
     _fsync_dir(data_dir)
     return final
+
+
+def _point_current(data_dir: Path, version_id: str) -> None:
+    """Replace `current` in one rename, so a reader sees the old target or the new, never none."""
+    pointer = data_dir / f"{POINTER_PREFIX}{version_id}"
+    os.symlink(Path(VERSIONS) / version_id, pointer)
+    os.replace(pointer, data_dir / CURRENT)
 
 
 def prune(data_dir: Path, *, keep: int) -> list[str]:
@@ -93,7 +120,13 @@ def prune(data_dir: Path, *, keep: int) -> list[str]:
     )
     doomed = [path for path in versions[keep:] if path != current]
     for path in doomed:
-        shutil.rmtree(path)
+        # Out of sight in one rename first: a run killed while deleting leaves a dot-named
+        # remnant for the next ingest to clear, never a half version under a version's name.
+        hidden = path.with_name(PRUNING_PREFIX + path.name)
+        os.rename(path, hidden)
+        # Pruning is housekeeping, never a reason to fail a run (it follows the switch): what
+        # will not go stays hidden, and the next ingest's clearing retries it before it builds.
+        shutil.rmtree(hidden, ignore_errors=True)
     return [path.name for path in doomed]
 
 
