@@ -9,6 +9,7 @@ resolve through a `referencing.Registry` that holds the whole document.
 import json
 import re
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, NamedTuple
 from urllib.parse import urlsplit
@@ -612,21 +613,29 @@ def path_values(client: httpx.Client, fixture_version: IngestResult) -> dict[str
     return {"version_id": fixture_version.version_id, "record_id": page["data"][0]["record_id"]}
 
 
+@contextmanager
+def with_account(
+    version: IngestResult, accounts_file: Path, folder: Path, name: str, account: dict[str, Any]
+) -> Iterator[httpx.Client]:
+    """The shared data under a second server whose accounts add one account."""
+    document = json.loads(accounts_file.read_text(encoding="utf-8"))
+    document["accounts"][name] = account
+    accounts = folder / "accounts.json"
+    accounts.write_text(json.dumps(document), encoding="utf-8")
+    settings = Settings(data_dir=version.version_dir.parent.parent, accounts_file=accounts)
+    with LiveServer(settings) as live, httpx.Client(base_url=live.url, timeout=10) as http:
+        yield http
+
+
 @pytest.fixture(scope="module")
 def out_of_scope_client(
     fixture_version: IngestResult, accounts_file: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[httpx.Client]:
-    """The shared data under a second server whose accounts add a key for `cboe` alone, a venue
-    without records: the fixture's version is outside its scope (no shared key's)."""
-    document = json.loads(accounts_file.read_text(encoding="utf-8"))
-    document["accounts"]["cboe-desk"] = {
-        "exchanges": ["cboe"],
-        "keys": [account_key(OUT_OF_SCOPE_KEY)],
-    }
-    accounts = tmp_path_factory.mktemp("out-of-scope") / "accounts.json"
-    accounts.write_text(json.dumps(document), encoding="utf-8")
-    settings = Settings(data_dir=fixture_version.version_dir.parent.parent, accounts_file=accounts)
-    with LiveServer(settings) as live, httpx.Client(base_url=live.url, timeout=10) as http:
+    """A key for `cboe` alone, a venue without records: the fixture's version is outside its
+    scope (no shared key's)."""
+    account = {"exchanges": ["cboe"], "keys": [account_key(OUT_OF_SCOPE_KEY)]}
+    folder = tmp_path_factory.mktemp("out-of-scope")
+    with with_account(fixture_version, accounts_file, folder, "cboe-desk", account) as http:
         yield http
 
 
@@ -634,18 +643,15 @@ def out_of_scope_client(
 def limited_client(
     fixture_version: IngestResult, accounts_file: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[httpx.Client]:
-    """The shared data under a server whose accounts add a key with a one-request bucket that
-    refills once a minute: its second request within a minute is 429."""
-    document = json.loads(accounts_file.read_text(encoding="utf-8"))
-    document["accounts"]["trickle"] = {
+    """A key with a one-request bucket that refills once a minute: its second request within
+    a minute is 429."""
+    account = {
         "exchanges": None,
         "rate_limit": {"burst": 1, "per_minute": 1},
         "keys": [account_key(LIMITED_KEY)],
     }
-    accounts = tmp_path_factory.mktemp("limited") / "accounts.json"
-    accounts.write_text(json.dumps(document), encoding="utf-8")
-    settings = Settings(data_dir=fixture_version.version_dir.parent.parent, accounts_file=accounts)
-    with LiveServer(settings) as live, httpx.Client(base_url=live.url, timeout=10) as http:
+    folder = tmp_path_factory.mktemp("limited")
+    with with_account(fixture_version, accounts_file, folder, "trickle", account) as http:
         yield http
 
 

@@ -3,7 +3,9 @@ and failing open (logged, counted) when Redis goes away."""
 
 import json
 import time
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -59,6 +61,12 @@ def settings_for(tmp_path: Path, version: IngestResult, **more: Any) -> Settings
     )
 
 
+@contextmanager
+def served(settings: Settings) -> Iterator[tuple[LiveServer, httpx.Client]]:
+    with LiveServer(settings) as live, httpx.Client(base_url=live.url) as http:
+        yield live, http
+
+
 def limits(response: httpx.Response) -> tuple[int, int]:
     return (
         int(response.headers["x-ratelimit-limit"]),
@@ -72,10 +80,7 @@ def limits(response: httpx.Response) -> tuple[int, int]:
 def test_a_key_spends_its_burst_then_gets_429_in_each_familys_envelope(
     tmp_path: Path, fixture_version: IngestResult
 ) -> None:
-    with (
-        LiveServer(settings_for(tmp_path, fixture_version)) as live,
-        httpx.Client(base_url=live.url) as http,
-    ):
+    with served(settings_for(tmp_path, fixture_version)) as (_, http):
         allowed = [http.get(EXCHANGES, headers=exchange_headers(TRICKLE)) for _ in range(3)]
         exchange = http.get(EXCHANGES, headers=exchange_headers(TRICKLE))
         supplier = http.get(ACTIONS, headers=supplier_headers(TRICKLE))
@@ -102,10 +107,7 @@ def test_a_key_spends_its_burst_then_gets_429_in_each_familys_envelope(
 def test_each_key_has_its_own_bucket_and_a_bad_key_takes_nothing(
     tmp_path: Path, fixture_version: IngestResult
 ) -> None:
-    with (
-        LiveServer(settings_for(tmp_path, fixture_version)) as live,
-        httpx.Client(base_url=live.url) as http,
-    ):
+    with served(settings_for(tmp_path, fixture_version)) as (_, http):
         for _ in range(4):
             http.get(EXCHANGES, headers=exchange_headers(TRICKLE))
         refused = http.get(EXCHANGES, headers=exchange_headers("no-such-key"))
@@ -148,7 +150,7 @@ def test_an_unreachable_redis_fails_open_logged_and_counted(
 ) -> None:
     with redis_server() as (url, redis):
         settings = settings_for(tmp_path, fixture_version, redis_url=url)
-        with LiveServer(settings) as live, httpx.Client(base_url=live.url) as http:
+        with served(settings) as (live, http):
             before = http.get(EXCHANGES, headers=exchange_headers(TRICKLE))
             redis.terminate()
             redis.wait(timeout=10)
