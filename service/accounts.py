@@ -24,7 +24,7 @@ import os
 import secrets
 import threading
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -123,7 +123,8 @@ def _active_keys(document: dict[str, Any]) -> dict[str, Account]:
 def _limit(account: str, given: Any) -> Limit:
     if given is None:
         return DEFAULT_LIMIT
-    values = {**asdict(DEFAULT_LIMIT), **given} if isinstance(given, dict) else None
+    defaults = {"burst": DEFAULT_LIMIT.burst, "per_minute": DEFAULT_LIMIT.per_minute}
+    values = {**defaults, **given} if isinstance(given, dict) else None
     if (
         values is None
         or set(values) != {"burst", "per_minute"}

@@ -134,7 +134,7 @@ def create_app(settings: Settings | None = None) -> Starlette:
         watcher.stop()
         await limiter.close()
 
-    app = Starlette(
+    app = Service(
         routes=routes(),
         lifespan=lifespan,
         exception_handlers={
@@ -150,15 +150,32 @@ def create_app(settings: Settings | None = None) -> Starlette:
     app.state.cache = ResponseCache(settings.cache_mb * 2**20)
     app.state.limiter = limiter
     app.add_middleware(ErrorBoundary)
-    # Outermost (the last added): key, rate limit and cached answers before anything else.
-    app.add_middleware(
-        FrontDoor,
+    app.front = FrontDoor(
+        app.inner,
         cache=app.state.cache,
         holder=holder,
         keystore=app.state.keystore,
         limiter=limiter,
     )
     return app
+
+
+class Service(Starlette):
+    """The app: Starlette with `FrontDoor` outside even Starlette's own outermost layer, so a
+    cached answer passes through nothing else (that layer cost 0.6 us of a cached answer's 6 us
+    of Python). The front door's key check already turns any failure into "no account" (the
+    app behind answers it); everything it passes on meets Starlette's layers and
+    `ErrorBoundary` as before."""
+
+    front: ASGIApp
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        scope["app"] = self
+        await self.front(scope, receive, send)
+
+    async def inner(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """What the front door passes requests on to: Starlette as it is."""
+        await super().__call__(scope, receive, send)
 
 
 async def api_error(request: Request, exc: Exception) -> Response:

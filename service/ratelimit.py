@@ -18,7 +18,8 @@ import logging
 import math
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
@@ -55,19 +56,24 @@ return {allowed, tostring(tokens), tostring(now)}
 class Limit:
     burst: int = 300
     per_minute: int = 60
+    # Made once per limit, not per request: the refill rate and the capacity's header.
+    per_second: float = field(init=False, compare=False, repr=False)
+    header: tuple[bytes, bytes] = field(init=False, compare=False, repr=False)
 
-    @property
-    def per_second(self) -> float:
-        return self.per_minute / 60
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "per_second", self.per_minute / 60)
+        object.__setattr__(self, "header", (b"x-ratelimit-limit", b"%d" % self.burst))
 
 
 DEFAULT_LIMIT = Limit()  # the anchor service's: burst 300, 60 a minute
 
 
-@dataclass(frozen=True)
-class Decision:
+class Decision(NamedTuple):
+    """What taking a token decided. A named tuple, not a dataclass: one is made per request, and
+    a frozen dataclass cost three times as much to build."""
+
     allowed: bool
-    limit: int  # the bucket's capacity
+    limit: Limit
     remaining: int  # whole tokens left
     reset: int  # Unix time at which the bucket is full again
     retry_after: int  # seconds until a token is there (0 when allowed)
@@ -77,16 +83,16 @@ class Decision:
         """The decision for a bucket left with `tokens` at Unix time `now`."""
         rate = limit.per_second
         return cls(
-            allowed=allowed,
-            limit=limit.burst,
-            remaining=math.floor(tokens),
-            reset=math.ceil(now + (limit.burst - tokens) / rate),
-            retry_after=0 if allowed else max(1, math.ceil((1 - tokens) / rate)),
+            allowed,
+            limit,
+            int(tokens),  # tokens >= 0: truncation is the floor
+            math.ceil(now + (limit.burst - tokens) / rate),
+            0 if allowed else max(1, math.ceil((1 - tokens) / rate)),
         )
 
     def headers(self) -> list[tuple[bytes, bytes]]:
         headers = [
-            (b"x-ratelimit-limit", b"%d" % self.limit),
+            self.limit.header,
             (b"x-ratelimit-remaining", b"%d" % self.remaining),
             (b"x-ratelimit-reset", b"%d" % self.reset),
         ]
@@ -105,8 +111,8 @@ class LocalBuckets:
     def take(self, bucket: str, limit: Limit) -> Decision:
         now = time.monotonic()
         with self._lock:
-            tokens, at = self._buckets.get(bucket, (float(limit.burst), now))
-            tokens = min(float(limit.burst), tokens + (now - at) * limit.per_second)
+            tokens, at = self._buckets.get(bucket) or (limit.burst, now)
+            tokens = min(limit.burst, tokens + (now - at) * limit.per_second)
             allowed = tokens >= 1
             if allowed:
                 tokens -= 1
@@ -141,15 +147,18 @@ class Limiter:
         self.refused = 0  # requests answered 429
 
     async def take(self, bucket: str, limit: Limit) -> Decision:
-        decision = await self._take(bucket, limit)
+        if self._script is None:
+            decision = self._local.take(bucket, limit)
+        else:
+            decision = await self._shared(bucket, limit)
         if not decision.allowed:
             self.refused += 1
         return decision
 
-    async def _take(self, bucket: str, limit: Limit) -> Decision:
-        if self._script is None or time.monotonic() < self._redis_back_at:
-            if self._script is not None:
-                self.fallbacks += 1
+    async def _shared(self, bucket: str, limit: Limit) -> Decision:
+        assert self._script is not None
+        if time.monotonic() < self._redis_back_at:
+            self.fallbacks += 1
             return self._local.take(bucket, limit)
         try:
             allowed, tokens, now = await self._script(
