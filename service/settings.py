@@ -17,6 +17,8 @@ class Settings:
     log_level: str = "info"
     query_timeout_seconds: float = 5.0  # a query running longer is interrupted (503)
     redis_url: str | None = None  # rate-limit buckets shared by processes; None: per process
+    max_age_seconds: int = 60  # Cache-Control: private, max-age of discovery and results answers
+    cors_origins: tuple[str, ...] = ()  # origins a browser may call from; none: CORS off
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str] | None = None) -> "Settings":
@@ -36,4 +38,10 @@ class Settings:
                 env.get("FEES_QUERY_TIMEOUT_SECONDS", defaults.query_timeout_seconds)
             ),
             redis_url=env.get("FEES_REDIS_URL") or None,
+            max_age_seconds=int(env.get("FEES_MAX_AGE_SECONDS", defaults.max_age_seconds)),
+            cors_origins=tuple(
+                origin.strip()
+                for origin in env.get("FEES_CORS_ORIGINS", "").split(",")
+                if origin.strip()
+            ),
         )
