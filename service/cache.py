@@ -7,11 +7,19 @@ changes per call, the exchange family's `meta.query_time_ms`, is stored cut out 
 in with the current figure on every hit, so a cached answer is the answer, byte for byte.
 
 Bounded by the bytes of the bodies it holds (least recently used out first); 0 turns it off.
+
+The same reasoning makes HTTP caching exact: every successful answer carries a weak `ETag` made
+of the version and the request (`entity_tag`: the caller's venue scope, path, parameters and
+Accept header, hashed; the same in every process and replica) and `Cache-Control: private,
+max-age`; a request whose `If-None-Match` names that tag is answered 304 with no body (from the
+cache when the answer is there). The tag is weak because `meta.query_time_ms` differs between
+two equal answers.
 """
 
+import hashlib
 import re
 import threading
-from collections.abc import Awaitable, Callable, Hashable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from operator import itemgetter
 from typing import Any
@@ -28,8 +36,13 @@ from service.accounts import Account
 from service.errors import ApiError, render
 
 VERSION_HEADER = b"x-dataset-version"
+ETAG = b"etag"
+CACHE_CONTROL = b"cache-control"
 QUERY_TIME = re.compile(rb'"query_time_ms":(\d+)')
-KEPT_HEADERS = frozenset({b"content-type", VERSION_HEADER})  # content-length: per answer
+# What a cached answer gives again (its content-length is set per answer).
+KEPT_HEADERS = frozenset({b"content-type", VERSION_HEADER, ETAG, CACHE_CONTROL})
+# Of those, what a 304 carries (RFC 9110 15.4.5: no content headers).
+NOT_MODIFIED_HEADERS = frozenset({VERSION_HEADER, ETAG, CACHE_CONTROL})
 # The request headers a cache key is made of: the key, as either family presents it, and Accept.
 KEYED_HEADERS = frozenset({b"authorization", EXCHANGE_KEY_HEADER.encode(), b"accept"})
 CACHE_KEY = "cache_key"  # the request's key, in its state, once `FrontDoor` has made it
@@ -51,6 +64,10 @@ class Stored:
             return cls(body, None, headers)
         return cls(body[: found.start(1)], body[found.end(1) :], headers)
 
+    @property
+    def etag(self) -> bytes:
+        return next(value for name, value in self.headers if name == ETAG)
+
     def body(self, query_time_ms: int) -> bytes:
         return self.head if self.tail is None else b"%s%d%s" % (self.head, query_time_ms, self.tail)
 
@@ -59,7 +76,11 @@ class Stored:
         return len(self.head) + len(self.tail or b"")
 
 
-def cache_key(account: Account, scope: Scope, headers: Headers) -> Hashable:
+# (caller's account, path, parameters, Accept header): see `cache_key`.
+CacheKey = tuple[Account, str, tuple[Any, ...], str | None]
+
+
+def cache_key(account: Account, scope: Scope, headers: Headers) -> CacheKey:
     """What makes two requests the same: caller scope, path, parameters and Accept header.
 
     Parameters are sorted by name; a name's repeated values keep their order (echoes show it).
@@ -76,21 +97,40 @@ def cache_key(account: Account, scope: Scope, headers: Headers) -> Hashable:
     return (account, scope["path"], tuple(parameters), headers.get("accept"))
 
 
+def entity_tag(version_id: str, key: CacheKey) -> str:
+    """The weak ETag of the answer to a request (its cache key) from a version: what the
+    answer depends on, hashed, so two processes, or two keys of the same scope, agree."""
+    account, path, parameters, accept = key
+    scope = None if account.exchanges is None else sorted(account.exchanges)
+    request = repr((scope, path, parameters, accept)).encode()
+    return f'W/"{version_id}.{hashlib.blake2b(request, digest_size=12).hexdigest()}"'
+
+
+def not_modified(if_none_match: str | bytes | None, etag: str | bytes) -> bool:
+    """Whether `If-None-Match` names `etag` (weak comparison: `W/` is ignored, RFC 9110 8.8.3.2)."""
+    if not if_none_match:
+        return False
+    given = if_none_match.decode("latin-1") if isinstance(if_none_match, bytes) else if_none_match
+    wanted = (etag.decode() if isinstance(etag, bytes) else etag).removeprefix("W/")
+    tags = (tag.strip().removeprefix("W/") for tag in given.split(","))
+    return given.strip() == "*" or wanted in tags
+
+
 class ResponseCache:
     """Thread-safe: handlers run on the event loop and in the thread pool."""
 
     def __init__(self, max_bytes: int) -> None:
         self._max_bytes = max_bytes
-        self._entries: LRUCache[Hashable, Stored] = self._empty()
+        self._entries: LRUCache[CacheKey, Stored] = self._empty()
         self._version: str | None = None
         self._lock = threading.Lock()
         self.hits = 0
         self.misses = 0
 
-    def _empty(self) -> "LRUCache[Hashable, Stored]":
+    def _empty(self) -> "LRUCache[CacheKey, Stored]":
         return LRUCache(maxsize=max(self._max_bytes, 1), getsizeof=lambda stored: stored.size)
 
-    def get(self, version: str, key: Hashable) -> Stored | None:
+    def get(self, version: str, key: CacheKey) -> Stored | None:
         with self._lock:
             if version != self._version:
                 self._entries, self._version = self._empty(), version
@@ -101,7 +141,7 @@ class ResponseCache:
                 self.hits += 1
             return stored
 
-    def put(self, version: str, key: Hashable, response: Response) -> None:
+    def put(self, version: str, key: CacheKey, response: Response) -> None:
         """Keep a successful answer of `version` (ignored once a newer version is seen)."""
         if self._max_bytes <= 0:
             return
@@ -127,16 +167,30 @@ def cached(
         if dataset is None:
             return await run_in_threadpool(endpoint, request)
         request.state.dataset = dataset  # the handler answers from the version the key names
+        key = request.scope.get("state", {}).get(CACHE_KEY)
+        if key is None:
+            key = cache_key(account, request.scope, request.headers)
+        etag = entity_tag(dataset.version_id, key)
+        max_age = request.app.state.settings.max_age_seconds
+        validators = {
+            ETAG.decode(): etag,
+            CACHE_CONTROL.decode(): f"private, max-age={max_age}",
+            VERSION_HEADER.decode(): dataset.version_id,
+        }
         try:
             response = endpoint(request) if on_loop else await run_in_threadpool(endpoint, request)
         except ApiError as error:  # rendered here, so an error names its version too
             response = render(request, error)
-        response.headers[VERSION_HEADER.decode()] = dataset.version_id
-        if response.status_code == 200 and not isinstance(response, StreamingResponse):
+        if response.status_code != 200:
+            response.headers[VERSION_HEADER.decode()] = dataset.version_id
+            return response
+        # Only an answer can be not modified (a request that is refused has no tag to match,
+        # not even `*`); a download's body is not made when it is not sent.
+        if not_modified(request.headers.get("if-none-match"), etag):
+            return Response(status_code=304, headers=validators)
+        response.headers.update(validators)
+        if not isinstance(response, StreamingResponse):
             cache: ResponseCache = request.app.state.cache
-            key = request.scope.get("state", {}).get(CACHE_KEY)
-            if key is None:
-                key = cache_key(account, request.scope, request.headers)
             cache.put(dataset.version_id, key, response)
         return response
 

@@ -17,7 +17,6 @@ import os
 import re
 import secrets
 import time
-from collections.abc import Hashable
 from typing import Any
 
 from starlette.datastructures import Headers
@@ -26,7 +25,17 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from service.access import AUTHENTICATED, presented_key
 from service.accounts import Account, Keystore
-from service.cache import CACHE_KEY, KEYED_HEADERS, ResponseCache, Stored, cache_key
+from service.cache import (
+    CACHE_CONTROL,
+    CACHE_KEY,
+    KEYED_HEADERS,
+    NOT_MODIFIED_HEADERS,
+    CacheKey,
+    ResponseCache,
+    Stored,
+    cache_key,
+    not_modified,
+)
 from service.dataset import DatasetHolder
 from service.errors import STARTED, RateLimited, render, server_timing
 from service.ratelimit import Limiter
@@ -37,6 +46,7 @@ API_PREFIXES = ("/api/v1/", "/v1/")
 NOSNIFF = (b"x-content-type-options", b"nosniff")
 PRIVATE = (b"cache-control", b"private")
 REQUEST_ID = b"x-request-id"
+IF_NONE_MATCH = b"if-none-match"
 # A caller's own request id is echoed when it is a plain token; anything else is replaced, so
 # a log line or a header never carries what a caller smuggled into it.
 GIVEN_REQUEST_ID = re.compile(rb"[A-Za-z0-9._:-]{1,128}")
@@ -61,11 +71,16 @@ def needs_key(path: str) -> bool:
     return path.startswith(API_PREFIXES) and not path.rstrip("/").endswith("/openapi.json")
 
 
-def request_id(scope: Scope) -> bytes:
+def _request_headers(scope: Scope) -> tuple[bytes | None, bytes | None]:
+    """The caller's own request id (when it is a plain token) and `If-None-Match`, in one
+    pass over the headers."""
+    given = if_none_match = None
     for name, value in scope["headers"]:
         if name == REQUEST_ID and GIVEN_REQUEST_ID.fullmatch(value):
-            return bytes(value)
-    return new_request_id()
+            given = bytes(value)
+        elif name == IF_NONE_MATCH:
+            if_none_match = value
+    return given, if_none_match
 
 
 def new_request_id() -> bytes:
@@ -92,7 +107,7 @@ class FrontDoor:
         # the key check and the cache key cost a fifth of a cached answer (a hash, a header
         # parse, a sort). Only valid keys are remembered; a re-read of the accounts file
         # forgets them all.
-        self._recent: dict[tuple[Any, ...], tuple[int, Account, Hashable]] = {}
+        self._recent: dict[tuple[Any, ...], tuple[int, Account, CacheKey]] = {}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -101,26 +116,33 @@ class FrontDoor:
         started = time.perf_counter()
         state = scope.setdefault("state", {})
         state[STARTED] = started
-        headers = [(REQUEST_ID, request_id(scope)), NOSNIFF]
+        given_id, if_none_match = _request_headers(scope)
+        headers = [(REQUEST_ID, given_id or new_request_id()), NOSNIFF]
         account = None
         limited = None  # the refusal, when the key's bucket is empty
         status = 0
-        if needs_key(scope["path"]):
-            account, key = self._authenticate(scope)
-        if account is not None:
+        found = self._authenticate(scope) if needs_key(scope["path"]) else None
+        if found is not None:
+            account, key = found
             state[AUTHENTICATED], state[CACHE_KEY] = account, key
             decision = await self._limiter.take(account.key_id, account.limit)
-            headers += (*decision.headers(), PRIVATE)
+            headers += decision.headers()
             if not decision.allowed:
                 limited = RateLimited(decision.retry_after)
             stored = None if limited else self._cached(scope, key)
             if stored is not None:
-                status = 200
-                body = stored.body(round((time.perf_counter() - started) * 1000))
-                # No `Server-Timing` here: a cached answer's few microseconds are not worth
-                # measuring, and measuring and writing them cost 4% of its throughput.
-                out = [*stored.headers, (b"content-length", b"%d" % len(body)), *headers]
-                await send({"type": "http.response.start", "status": 200, "headers": out})
+                # A cached answer brings its own `Cache-Control` (private, with max-age), and no
+                # `Server-Timing`: its few microseconds are not worth measuring, and measuring
+                # and writing them cost 4% of its throughput.
+                if if_none_match is not None and not_modified(if_none_match, stored.etag):
+                    status, body = 304, b""
+                    kept = [pair for pair in stored.headers if pair[0] in NOT_MODIFIED_HEADERS]
+                    out = [*kept, *headers]
+                else:
+                    status = 200
+                    body = stored.body(round((time.perf_counter() - started) * 1000))
+                    out = [*stored.headers, (b"content-length", b"%d" % len(body)), *headers]
+                await send({"type": "http.response.start", "status": status, "headers": out})
                 await send({"type": "http.response.body", "body": body})
                 if access_log.isEnabledFor(logging.INFO):
                     self._log(scope, status, started, headers[0][1], account)
@@ -130,7 +152,10 @@ class FrontDoor:
             nonlocal status
             if message["type"] == "http.response.start":
                 status = message["status"]
-                extra = [*message.get("headers", []), *headers, server_timing(started)]
+                given = message.get("headers", [])
+                # Private unless the answer says more (a cacheable one: private, max-age).
+                private = [PRIVATE] if account and all(n != CACHE_CONTROL for n, _ in given) else []
+                extra = [*given, *headers, *private, server_timing(started)]
                 message = {**message, "headers": extra}
             await send(message)
 
@@ -143,10 +168,10 @@ class FrontDoor:
             if access_log.isEnabledFor(logging.INFO):
                 self._log(scope, status, started, headers[0][1], account)
 
-    def _authenticate(self, scope: Scope) -> tuple[Account | None, Hashable]:
-        """The account of the key the request presents and the request's cache key; (None,
-        None) when the key is missing or invalid, or cannot be checked (the app behind meets
-        the same failure, an unreadable accounts file say, and answers it in its envelope)."""
+    def _authenticate(self, scope: Scope) -> tuple[Account, CacheKey] | None:
+        """The account of the key the request presents and the request's cache key; None when
+        the key is missing or invalid, or cannot be checked (the app behind meets the same
+        failure, an unreadable accounts file say, and answers it in its envelope)."""
         try:
             generation = self._keystore.refresh()
             raw = (
@@ -159,16 +184,16 @@ class FrontDoor:
                 headers = Headers(scope=scope)
                 account = self._keystore.authenticate(presented_key(scope["path"], headers))
                 if account is None:
-                    return None, None  # the app gives the family's 401
+                    return None  # the app gives the family's 401
                 known = (generation, account, cache_key(account, scope, headers))
                 if len(self._recent) >= RECENT_REQUESTS:
                     self._recent.clear()
                 self._recent[raw] = known
         except Exception:
-            return None, None
+            return None
         return known[1], known[2]
 
-    def _cached(self, scope: Scope, key: Hashable) -> Stored | None:
+    def _cached(self, scope: Scope, key: CacheKey) -> Stored | None:
         dataset = self._holder.current
         if dataset is None or scope["method"] not in ("GET", "HEAD"):
             return None
