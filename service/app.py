@@ -11,12 +11,14 @@ import uvicorn
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
+from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from service import exchanges, health, results, supplier_data, suppliers
+from service.access import EXCHANGE_KEY_HEADER
 from service.accounts import Keystore
 from service.cache import ResponseCache, cached
 from service.dataset import DatasetHolder, VersionWatcher
@@ -92,10 +94,7 @@ def routes() -> list[Route]:
             for prefix in PREFIXES
             for slash in ("", "/")
         ]
-        + [
-            Route("/healthz", health.healthz, methods=["GET", "HEAD"]),
-            Route("/readyz", health.readyz, methods=["GET", "HEAD"]),
-        ]
+        + [Route(path, probe, methods=["GET", "HEAD"]) for path, probe in PROBES.items()]
     )
 
 
@@ -150,14 +149,41 @@ def create_app(settings: Settings | None = None) -> Starlette:
     app.state.cache = ResponseCache(settings.cache_mb * 2**20)
     app.state.limiter = limiter
     app.add_middleware(ErrorBoundary)
-    app.front = FrontDoor(
-        app.inner,
-        cache=app.state.cache,
-        holder=holder,
-        keystore=app.state.keystore,
-        limiter=limiter,
+    app.front = with_cors(
+        FrontDoor(
+            app.inner,
+            cache=app.state.cache,
+            holder=holder,
+            keystore=app.state.keystore,
+            limiter=limiter,
+        ),
+        settings.cors_origins,
     )
     return app
+
+
+def with_cors(app: ASGIApp, origins: tuple[str, ...]) -> ASGIApp:
+    """`app` answering browsers of `origins` (off, and free, when there are none). Outside the
+    front door, so cached answers carry the CORS headers too and a preflight needs no key."""
+    if not origins:
+        return app
+    return CORSMiddleware(
+        app,
+        allow_origins=list(origins),
+        allow_methods=["GET", "HEAD"],
+        allow_headers=["authorization", EXCHANGE_KEY_HEADER, "if-none-match", "x-request-id"],
+        expose_headers=[
+            "etag",
+            "retry-after",
+            "x-dataset-version",
+            "x-ratelimit-limit",
+            "x-ratelimit-remaining",
+            "x-ratelimit-reset",
+            "x-request-id",
+            "content-disposition",
+        ],
+        max_age=600,
+    )
 
 
 class Service(Starlette):
