@@ -2,6 +2,7 @@
 
 import copy
 import logging
+import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -24,6 +25,7 @@ from service.cache import ResponseCache, cached
 from service.dataset import DatasetHolder, VersionWatcher
 from service.errors import ApiError, MethodNotAllowed, NotFound, render
 from service.front import FrontDoor
+from service.metrics import RequestStats, RouteTemplates, ServiceCollector, metrics, registry_for
 from service.protocol import BoundedHttpToolsProtocol
 from service.ratelimit import Limiter
 from service.settings import Settings
@@ -67,6 +69,9 @@ PROBES: dict[str, Callable[[Request], Awaitable[Response]]] = {
     "/healthz": health.healthz,
     "/readyz": health.readyz,
 }
+# Served at the root without a key, outside the OpenAPI document: Prometheus's scrape (its own
+# text format) and the interactive reference (`service.docs`).
+UNDOCUMENTED = ("/metrics", "/docs")
 PREFIXES = ("/api/v1", "/v1")
 OPENAPI_FILE = Path(__file__).with_name("openapi.json")
 
@@ -95,18 +100,30 @@ def routes() -> list[Route]:
             for slash in ("", "/")
         ]
         + [Route(path, probe, methods=["GET", "HEAD"]) for path, probe in PROBES.items()]
+        + [Route("/metrics", metrics, methods=["GET", "HEAD"])]
     )
 
 
 def server_options(settings: Settings) -> dict[str, Any]:
     """How uvicorn runs the app, for `python -m service serve` and the tests alike: bounds on
-    the request head (`service.protocol`), no `Server`
-    header (it names the software and its version to anyone probing), none of uvicorn's own
-    access lines (the front door writes one per request, with its id and the key's
-    fingerprint), and the service's loggers at the configured level."""
+    the request head (`service.protocol`), no `Server` header (it names the software and its
+    version to anyone probing), none of uvicorn's own access lines (the front door writes one
+    per request, with its route, id and the key's fingerprint), and the service's loggers at
+    the configured level, as JSON lines unless they go to a terminal."""
     logging_config = copy.deepcopy(uvicorn.config.LOGGING_CONFIG)
+    # One JSON object a line for log collectors; uvicorn's own coloured lines in a terminal.
+    logging_config["formatters"]["json"] = {
+        "()": "pythonjsonlogger.json.JsonFormatter",
+        "fmt": "%(asctime)s %(levelname)s %(name)s %(message)s",
+        "rename_fields": {"asctime": "time", "levelname": "level", "name": "logger"},
+    }
+    logging_config["handlers"]["service"] = {
+        "formatter": "default" if sys.stderr.isatty() else "json",
+        "class": "logging.StreamHandler",
+        "stream": "ext://sys.stderr",
+    }
     logging_config["loggers"]["service"] = {
-        "handlers": ["default"],
+        "handlers": ["service"],
         "level": settings.log_level.upper(),
         "propagate": True,  # the root has no handler of uvicorn's; pytest's caplog listens there
     }
@@ -148,6 +165,8 @@ def create_app(settings: Settings | None = None) -> Starlette:
     app.state.watcher = watcher
     app.state.cache = ResponseCache(settings.cache_mb * 2**20)
     app.state.limiter = limiter
+    stats = RequestStats()
+    app.state.metrics = registry_for(ServiceCollector(stats, holder, app.state.cache, limiter))
     app.add_middleware(ErrorBoundary)
     app.front = with_cors(
         FrontDoor(
@@ -156,6 +175,10 @@ def create_app(settings: Settings | None = None) -> Starlette:
             holder=holder,
             keystore=app.state.keystore,
             limiter=limiter,
+            stats=stats,
+            routes=RouteTemplates(
+                [path for path, _ in ENDPOINTS] + ["/openapi.json"], [*PROBES, *UNDOCUMENTED]
+            ),
         ),
         settings.cors_origins,
     )

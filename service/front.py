@@ -38,6 +38,7 @@ from service.cache import (
 )
 from service.dataset import DatasetHolder
 from service.errors import STARTED, RateLimited, render, server_timing
+from service.metrics import RequestStats, RouteTemplates
 from service.ratelimit import Limiter
 
 access_log = logging.getLogger("service.access")
@@ -96,12 +97,16 @@ class FrontDoor:
         holder: DatasetHolder,
         keystore: Keystore,
         limiter: Limiter,
+        stats: RequestStats,
+        routes: RouteTemplates,
     ) -> None:
         self.app = app
         self._cache = cache
         self._holder = holder
         self._keystore = keystore
         self._limiter = limiter
+        self._stats = stats
+        self._routes = routes
         # The account and cache key of recent raw requests (path, query and the headers the
         # key is made of), for the key store's generation they were made under: under load
         # the key check and the cache key cost a fifth of a cached answer (a hash, a header
@@ -144,8 +149,7 @@ class FrontDoor:
                     out = [*stored.headers, (b"content-length", b"%d" % len(body)), *headers]
                 await send({"type": "http.response.start", "status": status, "headers": out})
                 await send({"type": "http.response.body", "body": body})
-                if access_log.isEnabledFor(logging.INFO):
-                    self._log(scope, status, started, headers[0][1], account)
+                self._done(scope, status, started, headers[0][1], account)
                 return
 
         async def send_with_headers(message: Message) -> None:
@@ -165,8 +169,7 @@ class FrontDoor:
             else:
                 await self.app(scope, receive, send_with_headers)
         finally:
-            if access_log.isEnabledFor(logging.INFO):
-                self._log(scope, status, started, headers[0][1], account)
+            self._done(scope, status, started, headers[0][1], account)
 
     def _authenticate(self, scope: Scope) -> tuple[Account, CacheKey] | None:
         """The account of the key the request presents and the request's cache key; None when
@@ -199,17 +202,28 @@ class FrontDoor:
             return None
         return self._cache.get(dataset.version_id, key)
 
-    @staticmethod
-    def _log(
-        scope: Scope, status: int, started: float, request_id: bytes, account: Account | None
+    def _done(
+        self, scope: Scope, status: int, started: float, request_id: bytes, account: Account | None
     ) -> None:
-        access_log.info(
-            "%s %s %d %.2fms request_id=%s key=%s",
-            scope["method"],
-            # The raw path as the request line carried it: a decoded `%0A` could forge lines.
-            scope.get("raw_path", b"").decode("latin-1"),
-            status,
-            (time.perf_counter() - started) * 1000,
-            request_id.decode("ascii"),
-            account.key_id if account is not None else "-",
-        )
+        """Count the answer by route and status, and write its access line (JSON fields when
+        the log is not a terminal: `service.app.server_options`)."""
+        seconds = time.perf_counter() - started
+        route = self._routes.of(scope["path"])
+        self._stats.observe(route, status, seconds)
+        if access_log.isEnabledFor(logging.INFO):
+            fields = {
+                "method": scope["method"],
+                "route": route,
+                # The raw path as the request line carried it: a decoded `%0A` could forge lines.
+                "path": scope.get("raw_path", b"").decode("latin-1"),
+                "status": status,
+                "duration_ms": round(seconds * 1000, 3),
+                "request_id": request_id.decode("ascii"),
+                "key": account.key_id if account is not None else None,
+            }
+            access_log.info(
+                "%s %s %d %.2fms request_id=%s key=%s",
+                fields["method"], fields["path"], status, seconds * 1000,
+                fields["request_id"], fields["key"] or "-",
+                extra=fields,
+            )  # fmt: skip
