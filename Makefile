@@ -2,10 +2,12 @@
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
+FEES := $(VENV)/bin/fees
 RAW ?= data/raw
 DATA ?= data/warehouse
 REGISTRY ?= data/exchanges.csv
 PORT ?= 8000
+WORKERS ?= 1
 ROWS ?= 1000000
 OUT ?= data/synth/$(ROWS)
 FUZZ_EXAMPLES ?= 1000
@@ -14,10 +16,11 @@ export FEES_DATA_DIR ?= $(DATA)
 export FEES_ACCOUNTS_FILE ?= data/demo-accounts.json
 
 .DEFAULT_GOAL := help
-.PHONY: help setup run serve test lint fuzz soak ingest sql synth sample bench bench-ingest clean
+.PHONY: help setup run serve test lint fuzz soak ingest sql synth sample bench bench-ingest \
+	bench-workers clean
 
 help: ## List the targets
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-13s %s\n", $$1, $$2}'
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -28,8 +31,8 @@ $(VENV)/.installed: pyproject.toml
 setup: $(VENV)/.installed ## Create .venv and install the pinned dependencies
 
 run: setup ## Ingest the embedded data if nothing is published, then serve on 127.0.0.1:$(PORT)
-	@test -e $(DATA)/current || $(PY) -m ingest --raw $(RAW) --data $(DATA) --registry $(REGISTRY)
-	$(PY) -m service serve --port $(PORT)
+	@test -e $(DATA)/current || $(FEES) ingest --raw $(RAW) --data $(DATA) --registry $(REGISTRY)
+	FEES_DOCS_KEY=demo-key $(FEES) serve --port $(PORT) --workers $(WORKERS)
 
 test: setup ## Lint, type-check and run every test
 	$(PY) -m ruff check ingest service tests
@@ -44,13 +47,13 @@ fuzz: setup ## Fuzz every operation against the OpenAPI document, FUZZ_EXAMPLES 
 	FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(PY) -m pytest -s tests/test_fuzz.py
 
 ingest: setup ## Validate $(RAW) and publish a new version of $(DATA) (if anything changed)
-	$(PY) -m ingest --raw $(RAW) --data $(DATA) --registry $(REGISTRY) $(if $(STRICT),--strict)
+	$(FEES) ingest --raw $(RAW) --data $(DATA) --registry $(REGISTRY) $(if $(STRICT),--strict)
 
 sql: setup ## Run Q="select ..." against the current version (view `fees`, `exchanges`)
-	$(PY) -m ingest.query "$(Q)" --data $(DATA)
+	$(FEES) sql "$(Q)" --data $(DATA)
 
 synth: setup ## Write ROWS synthetic raw records to OUT (deterministic; not committed)
-	$(PY) -m ingest.synth --rows $(ROWS) --out $(OUT) --registry $(REGISTRY)
+	$(FEES) synth --rows $(ROWS) --out $(OUT) --registry $(REGISTRY)
 
 sample: setup ## Regenerate the embedded dataset data/raw from data/facts
 	$(PY) -m ingest.sample
@@ -63,6 +66,9 @@ soak: setup ## SOAK_SECONDS of load on every endpoint while a version is publish
 
 bench: setup ## HTTP benchmarks (wrk) at 100k, 1M and 10M records
 	$(PY) -m service.bench
+
+bench-workers: setup ## Discovery throughput (wrk) with 1 and 2 server processes, 3 runs each
+	$(PY) -m service.bench_workers
 
 clean: ## Remove the venv, caches and generated data (not data/raw)
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache $(DATA) data/synth .bench .soak

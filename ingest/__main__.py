@@ -1,25 +1,29 @@
-"""`python -m ingest`: validate raw fee CSVs and publish them as a new dataset version."""
+"""`fees ingest` (also `python -m ingest`): validate raw fee CSVs and publish them as a new
+dataset version. The arguments and the run; `service.cli` is the command line around them."""
 
 import argparse
 import sys
 import time
 from pathlib import Path
 
+import duckdb
+
 from ingest.errors import IngestError
 from ingest.pipeline import IngestResult, describe_reject, run_ingest
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m ingest", description=__doc__)
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--raw", type=Path, default=Path("data/raw"), help="raw CSV directory")
-    parser.add_argument("--data", type=Path, default=Path("data/warehouse"), help="data directory")
+    parser.add_argument(
+        "--data", type=Path, help="data directory (default: FEES_DATA_DIR, else data/warehouse)"
+    )
     parser.add_argument("--registry", type=Path, default=Path("data/exchanges.csv"))
     parser.add_argument("--strict", action="store_true", help="fail if any row is rejected")
-    parser.add_argument("--keep", type=int, default=3, help="versions to keep (at least 1)")
-    parser.add_argument("--memory-limit", default="1GB", help="DuckDB memory limit")
-    args = parser.parse_args(argv)
-    if args.keep < 1:
-        parser.error("--keep must be at least 1")
+    parser.add_argument("--keep", type=at_least_one, default=3, help="versions to keep (>= 1)")
+    parser.add_argument("--memory-limit", type=memory_limit, default="1GB", help="DuckDB's")
+
+
+def run(args: argparse.Namespace) -> int:
     started = time.perf_counter()
     try:
         result = run_ingest(
@@ -35,6 +39,21 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     print(summary(result, time.perf_counter() - started))
     return 0
+
+
+def at_least_one(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 1, not {text!r}")
+    return int(text)
+
+
+def memory_limit(text: str) -> str:
+    """A limit DuckDB takes (`1GB`, `512MiB`, `50%`), asked of DuckDB itself before any work."""
+    try:
+        duckdb.connect(config={"memory_limit": text}).close()
+    except duckdb.Error as error:
+        raise argparse.ArgumentTypeError(f"{text!r}: {error}") from None
+    return text
 
 
 def summary(result: IngestResult, seconds: float) -> str:
@@ -53,6 +72,13 @@ def summary(result: IngestResult, seconds: float) -> str:
         lines.append(f"  rejects file     {result.version_dir / 'rejects.csv'}")
         lines += [f"    {describe_reject(reject)}" for reject in result.first_rejects]
     return "\n".join(lines + pruned)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m ingest ARGS` is `fees ingest ARGS`."""
+    from service.cli import main as fees  # the command line is the service's (`fees`)
+
+    return fees(["ingest", *(sys.argv[1:] if argv is None else argv)])
 
 
 if __name__ == "__main__":

@@ -1,4 +1,5 @@
-"""`python -m ingest.query "select ..."`: run SQL against the current version and print a table.
+"""`fees sql "select ..."` (also `python -m ingest.query`): run SQL against the current version
+and print a table.
 
 The views `fees` (every record, with `exchange` from the partition path) and `exchanges` (the
 venue registry of the same version) are ready, so analysts need not know the file layout.
@@ -27,22 +28,34 @@ def open_version(version_dir: Path) -> duckdb.DuckDBPyConnection:
     return con
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m ingest.query", description=__doc__)
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("sql", help="the query to run")
-    parser.add_argument("--data", type=Path, default=Path("data/warehouse"))
-    parser.add_argument("--max-rows", type=int, default=1000)
-    args = parser.parse_args(argv)
+    parser.add_argument(
+        "--data", type=Path, help="data directory (default: FEES_DATA_DIR, else data/warehouse)"
+    )
+    parser.add_argument("--max-rows", type=int, default=1000, help="rows shown at most")
+
+
+def run(args: argparse.Namespace) -> int:
     version = current_version_dir(args.data)
     if version is None:
-        print(f"no published version under {args.data}; run `make ingest` first", file=sys.stderr)
+        print(f"no published version under {args.data}; run `fees ingest` first", file=sys.stderr)
         return 1
     try:
         open_version(version).sql(args.sql).show(max_rows=args.max_rows, max_width=200)
     except duckdb.Error as error:
-        print(f"query failed: {error}", file=sys.stderr)
+        # One line: DuckDB's message up to the excerpt of the query it points into, if any.
+        message = " ".join(str(error).split("\n\n")[0].split())
+        print(f"query failed: {message}", file=sys.stderr)
         return 1
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m ingest.query ARGS` is `fees sql ARGS`."""
+    from service.cli import main as fees  # the command line is the service's (`fees`)
+
+    return fees(["sql", *(sys.argv[1:] if argv is None else argv)])
 
 
 if __name__ == "__main__":

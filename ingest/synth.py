@@ -2,12 +2,13 @@
 
 Run as::
 
-    python -m ingest.synth --rows N --out DIR [--seed 42] [--registry data/exchanges.csv]
-                           [--rows-per-file 1000000]
+    fees synth --rows N --out DIR [--seed 42] [--registry data/exchanges.csv]
+               [--rows-per-file 1000000]
 
-and it writes ``DIR/synth-0000.csv``, ``DIR/synth-0001.csv``, ... in the raw format of
-``docs/raw-format.md``: the documented header on every file, every row valid under the
-documented rules, no two rows identical (``fee_name`` carries the global row number).
+(``python -m ingest.synth`` is the same command) and it writes ``DIR/synth-0000.csv``,
+``DIR/synth-0001.csv``, ... in the raw format of ``docs/raw-format.md``: the documented header
+on every file, every row valid under the documented rules, no two rows identical (``fee_name``
+carries the global row number).
 
 All generation happens inside DuckDB: ``range()`` supplies the row numbers and every "random"
 choice is an integer hash of (row number, seed, column salt), so the same arguments give
@@ -439,12 +440,7 @@ def generate(
     return written
 
 
-def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    """Command-line arguments."""
-    parser = argparse.ArgumentParser(
-        prog="python -m ingest.synth",
-        description="Write deterministic synthetic raw fee CSVs for benchmarks.",
-    )
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--rows", type=int, required=True, help="total rows to write")
     parser.add_argument("--out", type=Path, required=True, help="output directory")
     parser.add_argument(
@@ -456,12 +452,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--rows-per-file", type=int, default=DEFAULT_ROWS_PER_FILE, help="default: %(default)s"
     )
-    return parser.parse_args(argv)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point: generate, then print one summary line."""
-    args = parse_args(argv)
+def run(args: argparse.Namespace) -> int:
+    """Generate, then print one summary line."""
     started = time.perf_counter()
     try:
         files = generate(
@@ -477,6 +471,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     seconds = time.perf_counter() - started
     print(f"wrote {args.rows} rows in {len(files)} files to {args.out} in {seconds:.1f} s")
     return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """`python -m ingest.synth ARGS` is `fees synth ARGS`."""
+    from service.cli import main as fees  # the command line is the service's (`fees`)
+
+    return fees(["synth", *(sys.argv[1:] if argv is None else argv)])
 
 
 if __name__ == "__main__":

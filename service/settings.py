@@ -1,13 +1,32 @@
-"""Settings, read once from `FEES_*` environment variables and passed explicitly from there."""
+"""Settings, read once from `FEES_*` environment variables and passed explicitly from there.
 
+`Settings.from_environ` checks every value it reads and raises one `SettingsError` for the
+first it cannot use, naming the variable, the value and what is allowed; the command line
+prints it as one line. The checks that look at files (`check_data_dir`,
+`check_accounts_file`) are separate: only the commands that use those files make them.
+"""
+
+import math
 import os
-from collections.abc import Mapping
+import re
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from service.accounts import Keystore
+
+
+class SettingsError(ValueError):
+    """A setting that cannot be used; the message says which, its value and what is allowed."""
 
 
 @dataclass(frozen=True, kw_only=True)
 class Settings:
+    host: str = "127.0.0.1"  # `fees serve`'s address; loopback unless a proxy needs more
+    port: int = 8000
+    workers: int = 1  # `fees serve`'s processes, each with its own connection and cache
     data_dir: Path = Path("data/warehouse")
     accounts_file: Path = Path("data/accounts.json")
     duckdb_memory: str = "1GB"
@@ -19,29 +38,150 @@ class Settings:
     redis_url: str | None = None  # rate-limit buckets shared by processes; None: per process
     max_age_seconds: int = 60  # Cache-Control: private, max-age of discovery and results answers
     cors_origins: tuple[str, ...] = ()  # origins a browser may call from; none: CORS off
+    docs_key: str | None = None  # the key the interactive docs page prefills; None: none
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str] | None = None) -> "Settings":
+        """The defaults, overridden by every `FEES_*` variable that is set and not empty."""
         env = os.environ if environ is None else environ
-        defaults = cls()
-        return cls(
-            data_dir=Path(env.get("FEES_DATA_DIR", str(defaults.data_dir))),
-            accounts_file=Path(env.get("FEES_ACCOUNTS_FILE", str(defaults.accounts_file))),
-            duckdb_memory=env.get("FEES_DUCKDB_MEMORY", defaults.duckdb_memory),
-            duckdb_threads=int(env.get("FEES_DUCKDB_THREADS", defaults.duckdb_threads)),
-            version_poll_seconds=float(
-                env.get("FEES_VERSION_POLL_SECONDS", defaults.version_poll_seconds)
-            ),
-            cache_mb=int(env.get("FEES_CACHE_MB", defaults.cache_mb)),
-            log_level=env.get("FEES_LOG_LEVEL", defaults.log_level),
-            query_timeout_seconds=float(
-                env.get("FEES_QUERY_TIMEOUT_SECONDS", defaults.query_timeout_seconds)
-            ),
-            redis_url=env.get("FEES_REDIS_URL") or None,
-            max_age_seconds=int(env.get("FEES_MAX_AGE_SECONDS", defaults.max_age_seconds)),
-            cors_origins=tuple(
-                origin.strip()
-                for origin in env.get("FEES_CORS_ORIGINS", "").split(",")
-                if origin.strip()
-            ),
+        values: dict[str, Any] = {}
+        for field, (variable, parse) in VARIABLES.items():
+            text = env.get(variable, "").strip()
+            if text:
+                try:
+                    values[field] = parse(text)
+                except ValueError as error:
+                    raise SettingsError(f"{variable}={text!r}: {error}") from None
+        return cls(**values)
+
+    def check_data_dir(self) -> None:
+        """What `fees serve` needs: the directory versions are published to (none need be
+        published yet: the service answers 503 until one is)."""
+        if not self.data_dir.is_dir():
+            raise SettingsError(
+                f"FEES_DATA_DIR={str(self.data_dir)!r}: must be an existing directory "
+                "(`fees ingest --data DIR` makes one and publishes a version into it)"
+            )
+
+    def check_accounts_file(self) -> None:
+        """The accounts file must be readable and well-formed if it exists (`fees keys add`
+        creates it); the service refuses to start on a file it could not take keys from."""
+        try:
+            Keystore(self.accounts_file).refresh()
+        except (OSError, ValueError, KeyError, TypeError, AttributeError) as error:
+            reason = _reason(error)
+            raise SettingsError(
+                f"FEES_ACCOUNTS_FILE={str(self.accounts_file)!r}: must be a readable accounts "
+                f"file as described in service/accounts.py ({reason})"
+            ) from None
+
+
+def _reason(error: Exception) -> str:
+    if isinstance(error, OSError):
+        return error.strerror or str(error)
+    if isinstance(error, KeyError):
+        return f"no {error} field"
+    return str(error)
+
+
+def integer(*, minimum: int, maximum: int | None = None) -> Callable[[str], int]:
+    allowed = f"from {minimum} to {maximum}" if maximum is not None else f">= {minimum}"
+
+    def parse(text: str) -> int:
+        value = int(text) if re.fullmatch(r"[+-]?\d+", text) else None
+        if value is None or value < minimum or (maximum is not None and value > maximum):
+            raise ValueError(f"must be an integer {allowed}")
+        return value
+
+    return parse
+
+
+def seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value > 0):
+        raise ValueError("must be a number of seconds > 0 (such as 0.5 or 5)")
+    return value
+
+
+# What DuckDB's `memory_limit` takes, less its looser forms (bare numbers are an error there).
+MEMORY_PATTERN = re.compile(r"(\d+(?:\.\d+)?)\s*(?:[KMGT]i?B|%)", re.IGNORECASE)
+
+
+def memory_size(text: str) -> str:
+    match = MEMORY_PATTERN.fullmatch(text)
+    if match is None or float(match[1]) == 0:
+        raise ValueError(
+            "must be a size above 0 with a unit, KB MB GB TB (powers of 1000) or KiB MiB GiB "
+            "TiB (of 1024), such as 512MB or 1GB, or a share of memory such as 50%"
         )
+    return text
+
+
+LOG_LEVELS = ("critical", "error", "warning", "info", "debug")
+
+
+def log_level(text: str) -> str:
+    if text.lower() not in LOG_LEVELS:
+        raise ValueError(f"must be one of {', '.join(LOG_LEVELS)}")
+    return text.lower()
+
+
+def redis_url(text: str) -> str:
+    parts = urlsplit(text)
+    network = parts.scheme in ("redis", "rediss") and bool(parts.hostname)
+    if not (
+        (network and _has_valid_port(text) and re.fullmatch(r"/?\d*", parts.path))
+        or (parts.scheme == "unix" and parts.path not in ("", "/"))
+    ):
+        raise ValueError(
+            "must be redis://[:password@]host[:port][/db], rediss://... (TLS) or "
+            "unix:///path/to/redis.sock"
+        )
+    return text
+
+
+def _has_valid_port(url: str) -> bool:
+    try:
+        urlsplit(url).port  # noqa: B018 (raises for a port that is not a number up to 65535)
+    except ValueError:
+        return False
+    return True
+
+
+# An origin as browsers send it: scheme, host and an optional port; no path, no slash at the end.
+ORIGIN_PATTERN = re.compile(r"https?://(?:[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*|\[[0-9A-Fa-f:.]+\])"
+                            r"(?::\d{1,5})?")  # fmt: skip
+
+
+def origins(text: str) -> tuple[str, ...]:
+    given = tuple(origin.strip() for origin in text.split(",") if origin.strip())
+    for origin in given:
+        if origin != "*" and not ORIGIN_PATTERN.fullmatch(origin):
+            raise ValueError(
+                f"{origin!r} is not an origin: each comma-separated entry must be "
+                "http(s)://host[:port] (no path, no trailing slash) or *"
+            )
+    return given
+
+
+# Every setting: the field, its variable and how its text is read (README "Settings" lists them).
+VARIABLES: dict[str, tuple[str, Callable[[str], Any]]] = {
+    "host": ("FEES_HOST", str),
+    "port": ("FEES_PORT", integer(minimum=1, maximum=65535)),
+    "workers": ("FEES_WORKERS", integer(minimum=1)),
+    "data_dir": ("FEES_DATA_DIR", Path),
+    "accounts_file": ("FEES_ACCOUNTS_FILE", Path),
+    "duckdb_memory": ("FEES_DUCKDB_MEMORY", memory_size),
+    "duckdb_threads": ("FEES_DUCKDB_THREADS", integer(minimum=1)),
+    "version_poll_seconds": ("FEES_VERSION_POLL_SECONDS", seconds),
+    "cache_mb": ("FEES_CACHE_MB", integer(minimum=0)),
+    "log_level": ("FEES_LOG_LEVEL", log_level),
+    "query_timeout_seconds": ("FEES_QUERY_TIMEOUT_SECONDS", seconds),
+    "redis_url": ("FEES_REDIS_URL", redis_url),
+    "max_age_seconds": ("FEES_MAX_AGE_SECONDS", integer(minimum=0)),
+    "cors_origins": ("FEES_CORS_ORIGINS", origins),
+    "docs_key": ("FEES_DOCS_KEY", str),
+}
