@@ -15,10 +15,10 @@ from starlette.exceptions import HTTPException
 from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import Route
+from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from service import exchanges, health, results, supplier_data, suppliers
+from service import docs, exchanges, health, results, supplier_data, suppliers
 from service.access import EXCHANGE_KEY_HEADER
 from service.accounts import Keystore
 from service.cache import ResponseCache, cached
@@ -76,7 +76,7 @@ PREFIXES = ("/api/v1", "/v1")
 OPENAPI_FILE = Path(__file__).with_name("openapi.json")
 
 
-def routes() -> list[Route]:
+def routes() -> list[BaseRoute]:
     document = OPENAPI_FILE.read_bytes()
 
     def openapi(request: Request) -> Response:
@@ -101,6 +101,7 @@ def routes() -> list[Route]:
         ]
         + [Route(path, probe, methods=["GET", "HEAD"]) for path, probe in PROBES.items()]
         + [Route("/metrics", metrics, methods=["GET", "HEAD"])]
+        + docs.routes()  # the interactive reference at /docs, with its files
     )
 
 

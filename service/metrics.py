@@ -61,7 +61,8 @@ class RouteTemplates:
         parts = bare[len(prefix) + 1 :].split("/")
         for template in self._templates:
             if len(template) == len(parts) and all(
-                want == got or want.startswith("{") for want, got in zip(template, parts)
+                want == got or want.startswith("{")
+                for want, got in zip(template, parts, strict=True)
             ):
                 return "/" + "/".join(template)
         return OTHER

@@ -1,0 +1,218 @@
+"""The interactive reference at `/docs` (`service.docs`): what the page and its files answer,
+and the page itself in a real headless Chromium, driven by Playwright, against a real server."""
+
+import json
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from playwright.sync_api import Page, Request, Route, expect, sync_playwright
+
+from ingest.pipeline import IngestResult
+from service.app import OPENAPI_FILE
+from service.docs import page as docs_page
+from service.settings import Settings
+from tests.conftest import KEYS, LiveServer
+from tests.servers import debian_program
+
+DOCUMENT: dict[str, Any] = json.loads(OPENAPI_FILE.read_text(encoding="utf-8"))
+OPERATIONS = sorted(
+    (method.upper(), path)
+    for path, item in DOCUMENT["paths"].items()
+    for method, operation in item.items()
+    if isinstance(operation, dict) and "responses" in operation
+)
+KEYED_OPERATIONS = sum(
+    bool(operation.get("security", DOCUMENT.get("security")))
+    for item in DOCUMENT["paths"].values()
+    for operation in item.values()
+    if isinstance(operation, dict) and "responses" in operation
+)
+DOCS_KEY = KEYS["full"]
+CHROMIUM_ARGS = [
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+]  # fmt: skip
+CONFIG_BLOCK = re.compile(r'<script type="application/json" id="docs-config">(.*?)</script>', re.S)
+# Swagger UI takes a second or two to parse its bundle and render here; more on a busy machine.
+RENDER_MS = 20_000
+
+
+@contextmanager
+def docs_server(
+    version: IngestResult, accounts_file: Path, key: str | None
+) -> Iterator[LiveServer]:
+    """The real app with this docs key (None: none), read from `FEES_DOCS_KEY` as the service
+    reads it."""
+    environ = {
+        "FEES_DATA_DIR": str(version.version_dir.parent.parent),
+        "FEES_ACCOUNTS_FILE": str(accounts_file),
+        **({"FEES_DOCS_KEY": key} if key is not None else {}),
+    }
+    with LiveServer(Settings.from_environ(environ)) as live:
+        yield live
+
+
+@pytest.fixture(scope="module", params=[DOCS_KEY, None], ids=["docs-key", "no-docs-key"])
+def served(
+    request: pytest.FixtureRequest, fixture_version: IngestResult, accounts_file: Path
+) -> Iterator[tuple[LiveServer, str | None]]:
+    with docs_server(fixture_version, accounts_file, request.param) as live:
+        yield live, request.param
+
+
+def config_of(html: str) -> Any:
+    found = CONFIG_BLOCK.search(html)
+    assert found is not None, "the page has no config block"
+    return json.loads(found.group(1))
+
+
+# ------------------------------------------------------------------------------ plain HTTP
+
+
+@pytest.mark.parametrize("path", ["/docs", "/docs/"])
+def test_page_answers_without_a_key_under_a_strict_policy(
+    served: tuple[LiveServer, str | None], path: str
+) -> None:
+    live, key = served
+    response = httpx.get(live.url + path, timeout=10)
+    assert response.status_code == 200
+    assert response.headers["content-type"] == "text/html; charset=utf-8"
+    assert response.headers["content-security-policy"] == (
+        "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+        "font-src 'self'; connect-src 'self'; base-uri 'none'; form-action 'none'; "
+        "frame-ancestors 'none'"
+    )
+    assert response.headers["cache-control"] == "no-store"
+    assert config_of(response.text) == {"specUrl": "/api/v1/openapi.json", "key": key}
+
+
+def test_the_page_holds_the_docs_key_only_when_one_is_set(
+    served: tuple[LiveServer, str | None],
+) -> None:
+    live, key = served
+    html = httpx.get(live.url + "/docs", timeout=10).text
+    assert (DOCS_KEY in html) == (key is not None)
+
+
+def test_every_file_the_page_loads_is_served_here(
+    served: tuple[LiveServer, str | None],
+) -> None:
+    live, _ = served
+    html = httpx.get(live.url + "/docs", timeout=10).text
+    files = re.findall(r'(?:src|href)="([^"]+)"', html)
+    assert files == [
+        "/docs/static/swagger-ui.css",
+        "/docs/static/favicon-32x32.png",
+        "/docs/static/swagger-ui-bundle.js",
+        "/docs/docs.js",
+    ]
+    types = {".css": "text/css", ".png": "image/png", ".js": "text/javascript"}
+    for file in files:
+        response = httpx.get(live.url + file, timeout=10)
+        assert response.status_code == 200, file
+        media_type = response.headers["content-type"].split(";")[0]
+        assert media_type == types[Path(file).suffix], file
+        assert len(response.content) > 100, file
+
+
+@pytest.mark.parametrize(
+    "key",
+    ["</script><script>alert(1)</script>", "a&b<!--", 'quote"and\\backslash'],
+    ids=["closing-tag", "markup", "json-escapes"],
+)
+def test_a_key_cannot_break_out_of_the_config_block(key: str) -> None:
+    html = docs_page(key)
+    assert config_of(html) == {"specUrl": "/api/v1/openapi.json", "key": key}
+    assert html.count("<script") == 3  # the config block, Swagger UI and the starter
+
+
+# ------------------------------------------------------------------------------ the browser
+
+
+@pytest.fixture(scope="module")
+def chromium() -> str:
+    return debian_program("chromium", "chromium")
+
+
+@contextmanager
+def browser_page(chromium: str, origin: str) -> Iterator[tuple[Page, list[str], list[str]]]:
+    """A page in a fresh headless Chromium that can reach only `origin`: yields it, every URL
+    it requested, and every URL it tried elsewhere (refused)."""
+    requested: list[str] = []
+    refused: list[str] = []
+
+    def only_the_server(route: Route) -> None:
+        url = route.request.url
+        requested.append(url)
+        if url.startswith(origin + "/"):
+            route.continue_()
+        else:
+            refused.append(url)
+            route.abort()
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS)
+        try:
+            context = browser.new_context()
+            context.route("**/*", only_the_server)
+            page = context.new_page()
+            page.set_default_timeout(RENDER_MS)
+            # Reports what the page's policy blocked: a bundle needing `eval` or inline style
+            # would work in a lax page and silently break under this one.
+            page.add_init_script(
+                "window.violations = [];"
+                "document.addEventListener('securitypolicyviolation', (event) =>"
+                " window.violations.push(event.violatedDirective + ' ' + event.blockedURI));"
+            )
+            yield page, requested, refused
+        finally:
+            browser.close()
+
+
+@pytest.mark.slow
+def test_the_page_lists_every_operation_and_tries_one_with_the_docs_key_if_set(
+    served: tuple[LiveServer, str | None], chromium: str
+) -> None:
+    live, key = served
+    with browser_page(chromium, live.url) as (page, requested, refused):
+        errors: list[str] = []
+        page.on("pageerror", lambda error: errors.append(str(error)))
+        calls: list[dict[str, str]] = []  # the headers of each call Execute made
+
+        def note_call(request: Request) -> None:
+            if request.url == live.url + "/api/v1/exchanges/":
+                calls.append(request.headers)
+
+        page.on("request", note_call)
+        page.goto(live.url + "/docs")
+        operations = page.locator(".opblock")
+        expect(operations).to_have_count(len(OPERATIONS), timeout=RENDER_MS)
+        listed = operations.evaluate_all(
+            "blocks => blocks.map(block => ["
+            " block.querySelector('.opblock-summary-method').textContent,"
+            " block.querySelector('.opblock-summary-path').dataset.path])"
+        )
+        assert sorted(map(tuple, listed)) == OPERATIONS
+        # Each keyed operation shows its scheme as authorized (locked) when the key was
+        # entered, for the Bearer scheme and the header scheme alike.
+        state = "locked" if key else "unlocked"
+        locks = page.locator(f".opblock .authorization__btn[aria-label$=' {state}']")
+        expect(locks).to_have_count(KEYED_OPERATIONS, timeout=RENDER_MS)
+
+        block = page.locator("#operations-exchanges-listExchanges")
+        block.locator(".opblock-summary-control").click()
+        block.get_by_role("button", name="Try it out").click()
+        block.get_by_role("button", name="Execute").click()
+        status = block.locator(".live-responses-table .response .response-col_status")
+        expect(status).to_have_text("200" if key else "401", timeout=RENDER_MS)
+
+        assert [call.get("x-service-api-access-key") for call in calls] == [key]
+        assert page.evaluate("window.violations") == []
+        assert errors == []
+    assert refused == []
+    assert live.url + "/api/v1/openapi.json" in requested
