@@ -89,27 +89,28 @@ def redis_server() -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
 
 
 @contextmanager
-def service_process(environment: Mapping[str, str]) -> Iterator[str]:
-    """`python -m service serve` on a free port with these `FEES_*` settings; yields its URL
-    once it answers."""
+def service_process(environment: Mapping[str, str], *args: str) -> Iterator[tuple[str, int]]:
+    """`fees serve ARGS` on a free port with these `FEES_*` settings (and none inherited from
+    the environment the tests run in); yields its URL and process id once it answers."""
     port = free_port()
+    inherited = {name: value for name, value in os.environ.items() if not name.startswith("FEES_")}
     process = subprocess.Popen(
-        [sys.executable, "-m", "service", "serve", "--port", str(port)],
+        [sys.executable, "-m", "service", "serve", "--port", str(port), *args],
         cwd=ROOT,
-        env={**os.environ, "FEES_LOG_LEVEL": "warning", **environment},
+        env={**inherited, "FEES_LOG_LEVEL": "warning", **environment},
         stdout=subprocess.DEVNULL,
     )
     url = f"http://127.0.0.1:{port}"
 
     def answers() -> bool:
         try:
-            return httpx.get(f"{url}/api/v1/openapi.json", timeout=1).status_code == 200
+            return httpx.get(f"{url}/healthz", timeout=1).status_code == 200
         except httpx.TransportError:
             return False
 
     try:
         wait_for(answers, "the service", process)
-        yield url
+        yield url, process.pid
     finally:
         process.terminate()
-        process.wait(timeout=10)
+        process.wait(timeout=20)  # a parent of workers waits for them first

@@ -7,9 +7,9 @@ import re
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from pathlib import Path
 
 import httpx
@@ -19,7 +19,7 @@ from ingest.publish import current_version_dir
 from service.accounts import fingerprint
 from service.settings import VARIABLES, Settings, SettingsError
 from tests.conftest import FIXTURES, KEYS, REGISTRY, account_key, supplier_headers
-from tests.servers import ROOT, free_port, wait_for
+from tests.servers import ROOT, service_process
 
 FEES = str(Path(sys.executable).with_name("fees"))
 COMMANDS = ["ingest", "serve", "keys", "sql", "synth"]
@@ -304,30 +304,10 @@ def test_the_readme_lists_every_setting_the_code_reads() -> None:
 # Serving: the real console script on a free port.
 
 
-@contextmanager
-def serving(data: Path, accounts: Path, *args: str) -> Iterator[tuple[str, int]]:
+def serving(data: Path, accounts: Path, *args: str) -> AbstractContextManager[tuple[str, int]]:
     """`fees serve ARGS` over `data`; yields its URL and process id once it answers."""
-    port = free_port()
-    env = {"FEES_DATA_DIR": str(data), "FEES_ACCOUNTS_FILE": str(accounts),
-           "FEES_LOG_LEVEL": "warning"}  # fmt: skip
-    clean = {name: value for name, value in os.environ.items() if not name.startswith("FEES_")}
-    process = subprocess.Popen(
-        [FEES, "serve", "--port", str(port), *args], cwd=ROOT, env={**clean, **env}
-    )
-    url = f"http://127.0.0.1:{port}"
-
-    def answers() -> bool:
-        try:
-            return httpx.get(f"{url}/healthz", timeout=1).status_code == 200
-        except httpx.TransportError:
-            return False
-
-    try:
-        wait_for(answers, "fees serve", process)
-        yield url, process.pid
-    finally:
-        process.terminate()
-        process.wait(timeout=20)
+    environment = {"FEES_DATA_DIR": str(data), "FEES_ACCOUNTS_FILE": str(accounts)}
+    return service_process(environment, *args)
 
 
 @pytest.mark.slow

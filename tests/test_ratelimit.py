@@ -177,7 +177,7 @@ def test_two_service_processes_share_one_bucket_in_redis(
             "FEES_ACCOUNTS_FILE": str(settings.accounts_file),
             "FEES_REDIS_URL": url,
         }
-        with service_process(environment) as one, service_process(environment) as two:
+        with service_process(environment) as (one, _), service_process(environment) as (two, _):
             answers = [
                 httpx.get(base + EXCHANGES, headers=exchange_headers(SHARED))
                 for base in [one, two] * 3
