@@ -49,7 +49,7 @@ def caller(request: Request) -> Account:
 def _account(request: Request, key: str | None, message: str) -> Account:
     checked: Account | None = request.scope.get("state", {}).get(AUTHENTICATED)
     if checked is not None:
-        return checked  # `FromCache` checked the key this request presents
+        return checked  # `FrontDoor` checked the key this request presents
     keystore: Keystore = request.app.state.keystore
     account = keystore.authenticate(key)
     if account is None:

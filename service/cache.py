@@ -156,10 +156,11 @@ class ResponseCache:
 def cached(
     endpoint: Callable[[Request], Response], *, on_loop: bool = False
 ) -> Callable[[Request], Awaitable[Response]]:
-    """`endpoint`, with its successful JSON answers kept for `FromCache` to give again. The
-    key is checked first; the request is pinned to the version it is answered from, which the
-    answer names in `X-Dataset-Version`. `on_loop`: the endpoint never blocks (it reads only
-    memory), so it is called on the event loop instead of in a worker thread."""
+    """`endpoint`, with its successful JSON answers kept for `FrontDoor` to give again and
+    tagged for HTTP caching (`entity_tag`, 304 to a matching `If-None-Match`). The key is
+    checked first; the request is pinned to the version it is answered from, which the answer
+    names in `X-Dataset-Version`. `on_loop`: the endpoint never blocks (it reads only memory),
+    so it is called on the event loop instead of in a worker thread."""
 
     async def answer(request: Request) -> Response:
         account = caller(request)

@@ -10,7 +10,7 @@
      +-- ValidationError   422    exchange family: every bad parameter, listed in `details`
      +-- RateLimited       429    the key's token bucket is empty (`Retry-After` says when)
      +-- HeadersTooLarge   431    over 100 header lines, or over 16 KiB of them
-     +-- Unavailable       503    no dataset version is loaded yet
+     +-- Unavailable       503    no version loaded, a data file unreadable, a query too long
 
 Handlers raise these; `render` turns any of them into the family's documented body. Anything
 else that escapes a handler becomes a 500 in the same envelope, with nothing internal shown.
@@ -112,7 +112,7 @@ def server_timing(started: float) -> tuple[bytes, bytes]:
 
 
 def elapsed_ms(request: Request) -> int:
-    """Milliseconds since the request arrived (stamped by the app's timing middleware)."""
+    """Milliseconds since the request arrived (stamped by `service.front.FrontDoor`)."""
     started: float = request.scope.get("state", {}).get(STARTED, time.perf_counter())
     return round((time.perf_counter() - started) * 1000)
 
