@@ -20,6 +20,7 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
+from botocore.exceptions import BotoCoreError, ClientError
 from tqdm import tqdm
 
 from ingest import publish, rollups, serving, stage, write
@@ -87,7 +88,7 @@ def run_ingest(
         raise IngestError(f"no *.csv files under {raw_dir}")
     digest = _input_digest(registry, files)
     storage = open_storage(data_dir, s3_endpoint_url=s3_endpoint_url)
-    with _storage_errors(storage.root), storage.lock():
+    with _storage_errors(storage.root, data_dir), storage.lock():
         current = storage.current_version()
         if current is not None and storage.manifest(current)["input_digest"] == digest:
             # Pruned all the same: a run killed between its switch and its prune leaves one
@@ -142,11 +143,14 @@ QUOTED_PATH = re.compile(r'\\?"([^"\\]*/[^"\\]*)\\?"')
 
 
 @contextmanager
-def _storage_errors(data_dir: Path) -> Iterator[None]:
+def _storage_errors(data_dir: Path, location: Path | str) -> Iterator[None]:
     """The one place where a full disk or an unwritable data directory, whether met by Python,
-    pyarrow or DuckDB, becomes an `IngestError` that names the path and the cause."""
+    pyarrow or DuckDB, becomes an `IngestError` that names the path and the cause; so does an
+    S3 request that failed (no such bucket, access denied, no connection), naming the URL."""
     try:
         yield
+    except (BotoCoreError, ClientError) as error:
+        raise StorageFailed(location, str(error).splitlines()[0]) from error
     except (OSError, duckdb.Error) as error:
         failure = _storage_failure(error, data_dir)
         if failure is None:

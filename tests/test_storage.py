@@ -11,6 +11,7 @@ import boto3
 import httpx
 import pytest
 
+from ingest.errors import StorageFailed
 from ingest.pipeline import run_ingest
 from ingest.storage import S3Storage
 from service.settings import Settings
@@ -156,3 +157,11 @@ def test_a_pointer_to_an_incomplete_version_is_refused_and_the_previous_serves_o
         assert ready.status_code == 200
         assert ready.json()["version_id"] == first.version_id
         assert ready.json()["refused"].startswith(f"{built.version_id}: ")
+
+
+def test_a_missing_bucket_fails_the_ingest_naming_the_url(raw_dir: Path, s3_endpoint: str) -> None:
+    location = f"s3://no-such-bucket-{uuid.uuid4().hex[:8]}/warehouse"
+    with pytest.raises(StorageFailed) as raised:
+        ingest(raw_dir, location, s3_endpoint)
+    assert str(raised.value).startswith(f"{location}: An error occurred (NoSuchBucket)")
+    assert str(raised.value).endswith("; nothing published")
