@@ -10,12 +10,15 @@ import duckdb
 
 from ingest.errors import IngestError
 from ingest.pipeline import IngestResult, describe_reject, run_ingest
+from ingest.storage import is_s3
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--raw", type=Path, default=Path("data/raw"), help="raw CSV directory")
     parser.add_argument(
-        "--data", type=Path, help="data directory (default: FEES_DATA_DIR, else data/warehouse)"
+        "--data",
+        type=data_location,
+        help="data directory or s3://bucket/prefix (default: FEES_DATA_DIR, else data/warehouse)",
     )
     parser.add_argument("--registry", type=Path, default=Path("data/exchanges.csv"))
     parser.add_argument("--strict", action="store_true", help="fail if any row is rejected")
@@ -33,12 +36,17 @@ def run(args: argparse.Namespace) -> int:
             strict=args.strict,
             keep=args.keep,
             memory_limit=args.memory_limit,
+            s3_endpoint_url=args.s3_endpoint_url,
         )
     except IngestError as error:
         print(f"ingest failed: {error}", file=sys.stderr)
         return 1
     print(summary(result, time.perf_counter() - started))
     return 0
+
+
+def data_location(text: str) -> Path | str:
+    return text if is_s3(text) else Path(text)
 
 
 def at_least_one(text: str) -> int:
@@ -69,7 +77,7 @@ def summary(result: IngestResult, seconds: float) -> str:
         f"  duplicates       {result.duplicates:>12,} (collapsed)",
     ]
     if result.rejected_rows:
-        lines.append(f"  rejects file     {result.version_dir / 'rejects.csv'}")
+        lines.append(f"  rejects file     {result.version_dir}/rejects.csv")
         lines += [f"    {describe_reject(reject)}" for reject in result.first_rejects]
     return "\n".join(lines + pruned)
 

@@ -20,6 +20,7 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
+from botocore.exceptions import BotoCoreError, ClientError
 from tqdm import tqdm
 
 from ingest import publish, rollups, serving, stage, write
@@ -34,6 +35,7 @@ from ingest.rawfiles import (
 )
 from ingest.registry import Venue, load_registry
 from ingest.schema import SCHEMA_VERSION
+from ingest.storage import is_s3, open_storage
 
 LINE_MAP_BATCH = 100_000
 # What a version holds beside its records (serving copy, results index, rollups). It is part of
@@ -54,7 +56,7 @@ class RawFile:
 class IngestResult:
     changed: bool
     version_id: str
-    version_dir: Path
+    version_dir: Path | str  # an `s3://` URL when published to S3
     rows_read: int = 0
     records: int = 0
     rejected_rows: int = 0
@@ -66,15 +68,17 @@ class IngestResult:
 
 def run_ingest(
     raw_dir: Path,
-    data_dir: Path,
+    data_dir: Path | str,
     *,
     registry: Path,
     strict: bool = False,
     keep: int = 3,
     memory_limit: str = "1GB",
     now: datetime | None = None,
+    s3_endpoint_url: str | None = None,
 ) -> IngestResult:
-    """Validate `raw_dir` and publish it as a new version of `data_dir`, unless unchanged."""
+    """Validate `raw_dir` and publish it as a new version of `data_dir` (a directory or an
+    `s3://bucket/prefix` URL, `ingest.storage`), unless unchanged."""
     venues = load_registry(registry)
     # hashlib releases the GIL on large buffers, so files are read on every core at once
     # (five 280 MB files: 1.6 s on one thread, 0.9 s on two).
@@ -83,35 +87,47 @@ def run_ingest(
     if not files:
         raise IngestError(f"no *.csv files under {raw_dir}")
     digest = _input_digest(registry, files)
-    with _storage_errors(data_dir), publish.ingest_lock(data_dir):
-        current = publish.current_version_dir(data_dir)
-        if current is not None and publish.read_manifest(current)["input_digest"] == digest:
+    storage = open_storage(data_dir, s3_endpoint_url=s3_endpoint_url)
+    with _storage_errors(storage.root, data_dir), storage.lock():
+        current = storage.current_version()
+        if current is not None and storage.manifest(current)["input_digest"] == digest:
             # Pruned all the same: a run killed between its switch and its prune leaves one
             # version too many, and rerunning it is how that is put right.
-            pruned = publish.prune(data_dir, keep=keep)
+            pruned = storage.prune(keep=keep)
             return IngestResult(
-                changed=False, version_id=current.name, version_dir=current, pruned=pruned
-            )
+                changed=False, version_id=current, version_dir=_where(data_dir, current),
+                pruned=pruned,
+            )  # fmt: skip
         created = now or datetime.now(UTC)
         version_id = f"{created:%Y%m%dT%H%M%S%fZ}-{digest[:8]}"
-        work = publish.staging_dir(data_dir, version_id)
+        work = publish.staging_dir(storage.root, version_id)
         try:
-            result = _build(work, files, venues, current, strict, memory_limit, version_id, created)
+            previous = storage.previous_fees(current, work) if current is not None else None
+            result = _build(
+                work, files, venues, previous, strict, memory_limit, version_id, created
+            )
             result.manifest["input_digest"] = digest
             publish.write_manifest(work / "version", result.manifest)
-            final = publish.publish(data_dir, work / "version", version_id)
+            storage.publish(work / "version", version_id)
         finally:
             shutil.rmtree(work, ignore_errors=True)
-        pruned = publish.prune(data_dir, keep=keep)
+        pruned = storage.prune(keep=keep)
     counts = {name: result.manifest[name] for name in COUNTS}
     return IngestResult(
         changed=True,
         version_id=version_id,
-        version_dir=final,
+        version_dir=_where(data_dir, version_id),
         pruned=pruned,
         first_rejects=result.first_rejects,
         **counts,
     )
+
+
+def _where(data_dir: Path | str, version_id: str) -> Path | str:
+    """Where a published version is: its directory, or its URL on S3."""
+    if is_s3(data_dir):
+        return f"{str(data_dir).rstrip('/')}/{publish.VERSIONS}/{version_id}"
+    return Path(data_dir) / publish.VERSIONS / version_id
 
 
 # The counts an ingest reports, kept once: in the manifest.
@@ -127,11 +143,14 @@ QUOTED_PATH = re.compile(r'\\?"([^"\\]*/[^"\\]*)\\?"')
 
 
 @contextmanager
-def _storage_errors(data_dir: Path) -> Iterator[None]:
+def _storage_errors(data_dir: Path, location: Path | str) -> Iterator[None]:
     """The one place where a full disk or an unwritable data directory, whether met by Python,
-    pyarrow or DuckDB, becomes an `IngestError` that names the path and the cause."""
+    pyarrow or DuckDB, becomes an `IngestError` that names the path and the cause; so does an
+    S3 request that failed (no such bucket, access denied, no connection), naming the URL."""
     try:
         yield
+    except (BotoCoreError, ClientError) as error:
+        raise StorageFailed(location, str(error).splitlines()[0]) from error
     except (OSError, duckdb.Error) as error:
         failure = _storage_failure(error, data_dir)
         if failure is None:
@@ -169,7 +188,7 @@ def _build(
     work: Path,
     files: list[RawFile],
     venues: list[Venue],
-    current: Path | None,
+    previous: Path | None,
     strict: bool,
     memory_limit: str,
     version_id: str,
@@ -198,7 +217,7 @@ def _build(
                 f"nothing published. First: {describe_reject(first_rejects[0])}"
             )
         con.execute(stage.copy_rejects(version / "rejects.csv"))
-        write.load_previous(con, current / "fees" if current else None)
+        write.load_previous(con, previous)
         serving.attach(con, version)
         _phase("sorting and writing Parquet (a file per venue)")
         venue_counts = write.write_fees(

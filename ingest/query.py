@@ -37,6 +37,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if not isinstance(args.data, Path):  # FEES_DATA_DIR=s3://...
+        print(f"fees sql reads a local data directory, not {args.data}", file=sys.stderr)
+        return 1
     version = current_version_dir(args.data)
     if version is None:
         print(f"no published version under {args.data}; run `fees ingest` first", file=sys.stderr)

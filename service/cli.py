@@ -100,8 +100,10 @@ def with_data_dir(run: Callable[[argparse.Namespace], int]) -> Callable[[argpars
     """`run` with `--data` defaulting to FEES_DATA_DIR, where `fees serve` looks."""
 
     def defaulted(args: argparse.Namespace) -> int:
+        settings = Settings.from_environ()
         if args.data is None:
-            args.data = Settings.from_environ().data_dir
+            args.data = settings.data_dir
+        args.s3_endpoint_url = settings.s3_endpoint_url
         return run(args)
 
     return defaulted

@@ -30,7 +30,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ingest.publish import current_version_dir, read_manifest
+from ingest.publish import read_manifest
 from ingest.rollups import COUNTED
 from ingest.serving import INDEX_DIR, SERVING_FILE
 from ingest.stage import sql_string
@@ -38,6 +38,7 @@ from service import memory, queries
 from service.accounts import Account
 from service.errors import Unavailable
 from service.index import Array, ResultsIndex
+from service.mirror import open_source
 from service.rollups import ENCODED, DiscoveryCounts, read_rollup
 from service.settings import Settings
 from service.vocabulary import DATA_TYPE_OF_CATEGORY, DATA_TYPE_ORDER
@@ -417,6 +418,7 @@ class VersionWatcher:
     def __init__(self, holder: DatasetHolder, settings: Settings) -> None:
         self._holder = holder
         self._settings = settings
+        self._source = open_source(settings)
         self._stop = threading.Event()
         self._failed: Path | None = None
         self.refused: str | None = None  # why the newest published version was not opened
@@ -424,7 +426,7 @@ class VersionWatcher:
 
     def load_now(self) -> None:
         """Open the current version, if any (at start-up, before serving)."""
-        target = current_version_dir(self._settings.data_dir)
+        target = self._source.current()
         if target is None:
             log.warning("no published version under %s", self._settings.data_dir)
             return
@@ -441,8 +443,12 @@ class VersionWatcher:
         self._failed, self.refused = target, reason
 
     def _run(self) -> None:
-        while not self._stop.wait(self._settings.version_poll_seconds):
-            target = current_version_dir(self._settings.data_dir)
+        while not self._stop.wait(self._source.poll_seconds):
+            try:
+                target = self._source.current()
+            except Exception:  # S3 out of reach, say: keep serving, look again next time
+                log.exception("could not read the current version pointer")
+                continue
             loaded = self._holder.current
             if target is None or target == self._failed:
                 continue
@@ -452,7 +458,7 @@ class VersionWatcher:
     def _open(self, target: Path) -> None:
         started = time.perf_counter()
         try:
-            dataset = Dataset(target, self._settings)
+            dataset = Dataset(self._source.fetch(target), self._settings)
         except DamagedVersion as error:
             self._refuse(target, str(error))
             log.error("refused dataset version %s: %s", target.name, error)
@@ -463,8 +469,10 @@ class VersionWatcher:
             self._refuse(target, f"{target.name} could not be opened: {error}")
             log.exception("could not open dataset version %s; keeping the previous one", target)
             return
-        self._holder.current = dataset
+        previous, self._holder.current = self._holder.current, dataset
         self._failed, self.refused = None, None
+        kept = {dataset.version_dir, *([previous.version_dir] if previous else [])}
+        self._source.trim(kept)
         memory.release()  # what the open built and dropped (and the version it replaced)
         log.info(
             "serving dataset version %s (opened in %.2f s)",

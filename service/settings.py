@@ -9,12 +9,14 @@ prints it as one line. The checks that look at files (`check_data_dir`,
 import math
 import os
 import re
+import tempfile
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from ingest.storage import is_s3, split_s3
 from service.accounts import Keystore
 
 
@@ -27,7 +29,7 @@ class Settings:
     host: str = "127.0.0.1"  # `fees serve`'s address; loopback unless a proxy needs more
     port: int = 8000
     workers: int = 1  # `fees serve`'s processes, each with its own connection and cache
-    data_dir: Path = Path("data/warehouse")
+    data_dir: Path | str = Path("data/warehouse")  # a directory, or an s3://bucket/prefix URL
     accounts_file: Path = Path("data/accounts.json")
     duckdb_memory: str = "1GB"
     duckdb_threads: int = 2
@@ -39,6 +41,14 @@ class Settings:
     max_age_seconds: int = 60  # Cache-Control: private, max-age of discovery and results answers
     cors_origins: tuple[str, ...] = ()  # origins a browser may call from; none: CORS off
     docs_key: str | None = None  # the key the interactive docs page prefills; None: none
+    s3_endpoint_url: str | None = None  # S3's own endpoint unless set (MinIO, moto, ...)
+    # Where a service reading from S3 keeps its copies of versions.
+    cache_dir: Path = Path(tempfile.gettempdir()) / "fees-cache"
+
+    def __post_init__(self) -> None:
+        # Only an S3 URL stays text; any other location is a path.
+        if not is_s3(self.data_dir):
+            object.__setattr__(self, "data_dir", Path(self.data_dir))
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str] | None = None) -> "Settings":
@@ -56,8 +66,9 @@ class Settings:
 
     def check_data_dir(self) -> None:
         """What `fees serve` needs: the directory versions are published to (none need be
-        published yet: the service answers 503 until one is)."""
-        if not self.data_dir.is_dir():
+        published yet: the service answers 503 until one is). An S3 URL is checked when the
+        service first reads it."""
+        if isinstance(self.data_dir, Path) and not self.data_dir.is_dir():
             raise SettingsError(
                 f"FEES_DATA_DIR={str(self.data_dir)!r}: must be an existing directory "
                 "(`fees ingest --data DIR` makes one and publishes a version into it)"
@@ -167,12 +178,34 @@ def origins(text: str) -> tuple[str, ...]:
     return given
 
 
+def data_location(text: str) -> Path | str:
+    """A directory, or `s3://bucket[/prefix]`."""
+    if text.startswith("s3:"):
+        split_s3(text)  # raises ValueError naming the allowed form
+        return text
+    return Path(text)
+
+
+def endpoint_url(text: str) -> str:
+    parts = urlsplit(text)
+    if parts.scheme not in ("http", "https") or not parts.hostname or not _has_valid_port(text):
+        raise ValueError("must be http(s)://host[:port] (an S3-compatible endpoint)")
+    return text
+
+
+def cache_directory(text: str) -> Path:
+    path = Path(text)
+    if path.exists() and not path.is_dir():
+        raise ValueError("must be a directory (made if missing), not a file")
+    return path
+
+
 # Every setting: the field, its variable and how its text is read (README "Settings" lists them).
 VARIABLES: dict[str, tuple[str, Callable[[str], Any]]] = {
     "host": ("FEES_HOST", str),
     "port": ("FEES_PORT", integer(minimum=1, maximum=65535)),
     "workers": ("FEES_WORKERS", integer(minimum=1)),
-    "data_dir": ("FEES_DATA_DIR", Path),
+    "data_dir": ("FEES_DATA_DIR", data_location),
     "accounts_file": ("FEES_ACCOUNTS_FILE", Path),
     "duckdb_memory": ("FEES_DUCKDB_MEMORY", memory_size),
     "duckdb_threads": ("FEES_DUCKDB_THREADS", integer(minimum=1)),
@@ -184,4 +217,6 @@ VARIABLES: dict[str, tuple[str, Callable[[str], Any]]] = {
     "max_age_seconds": ("FEES_MAX_AGE_SECONDS", integer(minimum=0)),
     "cors_origins": ("FEES_CORS_ORIGINS", origins),
     "docs_key": ("FEES_DOCS_KEY", str),
+    "s3_endpoint_url": ("FEES_S3_ENDPOINT_URL", endpoint_url),
+    "cache_dir": ("FEES_CACHE_DIR", cache_directory),
 }

@@ -114,3 +114,21 @@ def service_process(environment: Mapping[str, str], *args: str) -> Iterator[tupl
     finally:
         process.terminate()
         process.wait(timeout=20)  # a parent of workers waits for them first
+
+
+@contextmanager
+def s3_server() -> Iterator[str]:
+    """moto's standalone S3-compatible server on a free loopback port; yields its endpoint URL.
+    The client side needs the AWS variables set (any keys: moto checks none)."""
+    port = free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        wait_for(lambda: _connects(port), "moto's server", process)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        process.terminate()
+        process.wait(timeout=10)

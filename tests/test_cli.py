@@ -210,6 +210,8 @@ def test_settings_read_every_variable() -> None:
         "FEES_MAX_AGE_SECONDS": "0",
         "FEES_CORS_ORIGINS": "https://app.example, http://localhost:3000",
         "FEES_DOCS_KEY": "demo-key",
+        "FEES_S3_ENDPOINT_URL": "http://minio.internal:9000",
+        "FEES_CACHE_DIR": "/var/cache/fees",
     }
     assert Settings.from_environ(environ) == Settings(
         host="0.0.0.0",
@@ -227,6 +229,8 @@ def test_settings_read_every_variable() -> None:
         max_age_seconds=0,
         cors_origins=("https://app.example", "http://localhost:3000"),
         docs_key="demo-key",
+        s3_endpoint_url="http://minio.internal:9000",
+        cache_dir=Path("/var/cache/fees"),
     )
 
 
@@ -259,6 +263,10 @@ def test_unset_and_empty_variables_leave_the_defaults() -> None:
         ("FEES_CORS_ORIGINS", "https://a.example,app.example", "'app.example' is not an origin: "
          "each comma-separated entry must be http(s)://host[:port] (no path, no trailing slash) "
          "or *"),
+        ("FEES_DATA_DIR", "s3:///no-bucket", "must be s3://bucket[/prefix]"),
+        ("FEES_S3_ENDPOINT_URL", "minio:9000", "must be http(s)://host[:port] (an S3-compatible "
+         "endpoint)"),
+        ("FEES_CACHE_DIR", "/dev/null", "must be a directory (made if missing), not a file"),
     ],
     ids=lambda value: str(value)[:24],
 )  # fmt: skip
@@ -279,6 +287,8 @@ def test_a_bad_value_names_the_variable_the_value_and_what_is_allowed(
         ("FEES_CORS_ORIGINS", "http://[::1]:8080"),
         ("FEES_DUCKDB_MEMORY", "1.5 GB"),
         ("FEES_DUCKDB_MEMORY", "50%"),
+        ("FEES_DATA_DIR", "s3://fees/warehouse"),
+        ("FEES_S3_ENDPOINT_URL", "https://s3.eu-west-1.amazonaws.com"),
     ],
 )
 def test_accepted_forms(variable: str, value: str) -> None:
@@ -290,12 +300,12 @@ def test_accepted_forms(variable: str, value: str) -> None:
 def test_the_readme_lists_every_setting_the_code_reads() -> None:
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     table = readme.split("\n## Settings\n", 1)[1].split("\n## ", 1)[0]
-    documented = re.findall(r"^\| `(FEES_[A-Z_]+)` \|", table, flags=re.MULTILINE)
+    documented = re.findall(r"^\| `(FEES_[A-Z0-9_]+)` \|", table, flags=re.MULTILINE)
     sources = [*ROOT.glob("service/*.py"), *ROOT.glob("ingest/*.py"), ROOT / "Makefile"]
     used = {
         name
         for path in sources
-        for name in re.findall(r"(?<![A-Z_])FEES_[A-Z_]+", path.read_text(encoding="utf-8"))
+        for name in re.findall(r"(?<![A-Z_])FEES_[A-Z0-9_]+", path.read_text(encoding="utf-8"))
     }
     assert sorted(documented) == sorted({variable for variable, _ in VARIABLES.values()})
     assert used <= set(documented)

@@ -1,0 +1,180 @@
+"""Where versions are published: a local data directory, or an S3 bucket and prefix.
+
+    s3://<bucket>/<prefix>/
+        current                                  (an object whose body is the version id)
+        versions/<version id>/...                (the files of the version, as on disk)
+
+A version is always built on local disk (`ingest.publish`'s staging directory; for S3 one under
+the system temp directory). On S3 every file of it is uploaded first, the manifest last, and only
+then is `current` written, in one PUT: a reader sees the old version or the new one, never a mix,
+and a run that dies while uploading leaves a prefix no pointer names (pruned later).
+
+Only what differs between the two lives here (the pointer, the manifest, publishing, pruning);
+the local protocol itself is `ingest.publish`. The S3 side takes its endpoint from
+`FEES_S3_ENDPOINT_URL` (through the caller) and its credentials from the standard AWS variables.
+Unlike the local lock, the lock an S3 ingest takes is this machine's only: two machines must not
+ingest into one prefix at once.
+"""
+
+import json
+import os
+import tempfile
+from collections.abc import Iterator
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import boto3
+from botocore.exceptions import ClientError
+
+from ingest import publish
+
+S3_SCHEME = "s3://"
+DELETE_BATCH = 1000  # the most keys one DeleteObjects request takes
+
+
+def is_s3(location: Path | str) -> bool:
+    return isinstance(location, str) and location.startswith(S3_SCHEME)
+
+
+def split_s3(url: str) -> tuple[str, str]:
+    """The bucket and the prefix (no slash at either end) of `s3://bucket[/prefix]`."""
+    parts = urlsplit(url)
+    if parts.scheme != "s3" or not parts.netloc or parts.query or parts.fragment:
+        raise ValueError("must be s3://bucket[/prefix]")
+    return parts.netloc, parts.path.strip("/")
+
+
+@dataclass
+class LocalStorage:
+    root: Path  # the data directory itself
+
+    def lock(self) -> AbstractContextManager[None]:
+        return publish.ingest_lock(self.root)
+
+    def current_version(self) -> str | None:
+        current = publish.current_version_dir(self.root)
+        return current.name if current is not None else None
+
+    def manifest(self, version_id: str) -> dict[str, Any]:
+        return publish.read_manifest(self.root / publish.VERSIONS / version_id)
+
+    def previous_fees(self, version_id: str, work: Path) -> Path:
+        return self.root / publish.VERSIONS / version_id / "fees"
+
+    def publish(self, staged: Path, version_id: str) -> Path:
+        return publish.publish(self.root, staged, version_id)
+
+    def prune(self, *, keep: int) -> list[str]:
+        return publish.prune(self.root, keep=keep)
+
+
+@dataclass
+class S3Storage:
+    url: str
+    endpoint_url: str | None = None
+    bucket: str = field(init=False)
+    prefix: str = field(init=False)
+    root: Path = field(init=False)  # where versions are staged (and the local lock is)
+
+    def __post_init__(self) -> None:
+        self.bucket, self.prefix = split_s3(self.url)
+        self.root = Path(tempfile.gettempdir()) / "fees-ingest" / self.bucket / self.prefix
+        self._s3 = boto3.client("s3", endpoint_url=self.endpoint_url)
+
+    def key(self, *parts: str) -> str:
+        return "/".join(part for part in (self.prefix, *parts) if part)
+
+    def lock(self) -> AbstractContextManager[None]:
+        return publish.ingest_lock(self.root)
+
+    def current_version(self) -> str | None:
+        body = self._get(self.key(publish.CURRENT))
+        return body.decode("utf-8").strip() if body is not None else None
+
+    def manifest(self, version_id: str) -> dict[str, Any]:
+        body = self._get(self.key(publish.VERSIONS, version_id, publish.MANIFEST))
+        if body is None:
+            raise FileNotFoundError(f"{self.url}: version {version_id} has no manifest")
+        manifest: dict[str, Any] = json.loads(body)
+        return manifest
+
+    def previous_fees(self, version_id: str, work: Path) -> Path:
+        target = work / "previous"
+        self.download(version_id, target, under="fees")
+        return target / "fees"
+
+    def publish(self, staged: Path, version_id: str) -> str:
+        """Upload every file of the version (its manifest last), then move `current` to it."""
+        files = sorted(path for path in staged.rglob("*") if path.is_file())
+        files.sort(key=lambda path: path.name == publish.MANIFEST)  # stable: manifest last
+        for path in files:
+            key = self.key(publish.VERSIONS, version_id, path.relative_to(staged).as_posix())
+            self._s3.upload_file(str(path), self.bucket, key)
+        self._s3.put_object(
+            Bucket=self.bucket, Key=self.key(publish.CURRENT), Body=version_id.encode("utf-8")
+        )
+        return self.key(publish.VERSIONS, version_id)
+
+    def prune(self, *, keep: int) -> list[str]:
+        """Delete all but the newest `keep` version prefixes; never the current one."""
+        current = self.current_version()
+        versions = sorted(self.versions(), reverse=True)
+        doomed = [name for name in versions[keep:] if name != current]
+        for name in doomed:
+            keys = [{"Key": key} for key in self._keys(self.key(publish.VERSIONS, name) + "/")]
+            for start in range(0, len(keys), DELETE_BATCH):
+                self._s3.delete_objects(
+                    Bucket=self.bucket, Delete={"Objects": keys[start : start + DELETE_BATCH]}
+                )
+        return doomed
+
+    def versions(self) -> list[str]:
+        """The version ids with a prefix under `versions/`, complete or not."""
+        prefix = self.key(publish.VERSIONS) + "/"
+        pages = self._s3.get_paginator("list_objects_v2").paginate(
+            Bucket=self.bucket, Prefix=prefix, Delimiter="/"
+        )
+        return [
+            common["Prefix"][len(prefix) :].rstrip("/")
+            for page in pages
+            for common in page.get("CommonPrefixes", [])
+        ]
+
+    def download(self, version_id: str, target: Path, *, under: str = "") -> None:
+        """Every object of the version (or of its folder `under`) into `target`, as laid out."""
+        prefix = self.key(publish.VERSIONS, version_id) + "/"
+        for key in self._keys(prefix + (f"{under}/" if under else "")):
+            path = target / key[len(prefix) :]
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self._s3.download_file(self.bucket, key, str(path))
+
+    def _keys(self, prefix: str) -> Iterator[str]:
+        pages = self._s3.get_paginator("list_objects_v2").paginate(
+            Bucket=self.bucket, Prefix=prefix
+        )
+        for page in pages:
+            for item in page.get("Contents", []):
+                yield item["Key"]
+
+    def _get(self, key: str) -> bytes | None:
+        """The object's body, or None if there is no such object."""
+        try:
+            response = self._s3.get_object(Bucket=self.bucket, Key=key)
+        except ClientError as error:
+            if error.response.get("Error", {}).get("Code") in ("NoSuchKey", "404"):
+                return None
+            raise
+        body: bytes = response["Body"].read()
+        return body
+
+
+Storage = LocalStorage | S3Storage
+
+
+def open_storage(location: Path | str, *, s3_endpoint_url: str | None = None) -> Storage:
+    if is_s3(location):
+        return S3Storage(str(location), s3_endpoint_url)
+    return LocalStorage(Path(os.fspath(location)))

@@ -1,0 +1,84 @@
+"""Where the watcher finds the current version: the data directory's `current`, or, for an S3
+data location, a local copy of the version S3's `current` object names.
+
+A version is downloaded whole into `Settings.cache_dir` under a temporary name and renamed into
+place only then, so a directory named for a version in the cache is always complete (processes
+sharing the cache race harmlessly: the rename of the loser fails and its copy is dropped). The
+cache keeps the version being served and the one before it (requests may still be on it).
+"""
+
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from ingest.publish import current_version_dir
+from ingest.storage import S3Storage
+from service.settings import Settings
+
+CACHE_KEEP = 2
+DOWNLOAD_PREFIX = ".download-"
+S3_MIN_POLL_SECONDS = 1.0  # each look at S3 is a request (and a bill)
+
+
+@dataclass
+class LocalSource:
+    data_dir: Path
+    poll_seconds: float
+
+    def current(self) -> Path | None:
+        return current_version_dir(self.data_dir)
+
+    def fetch(self, target: Path) -> Path:
+        return target
+
+    def trim(self, keep: set[Path]) -> None:
+        """Nothing to do: the ingest prunes the data directory."""
+
+
+class S3Source:
+    def __init__(self, settings: Settings) -> None:
+        self._storage = S3Storage(str(settings.data_dir), settings.s3_endpoint_url)
+        self._cache = settings.cache_dir
+        self.poll_seconds = max(settings.version_poll_seconds, S3_MIN_POLL_SECONDS)
+
+    def current(self) -> Path | None:
+        """Where the version `current` names is (or will be, once fetched) in the cache."""
+        version_id = self._storage.current_version()
+        return self._cache / version_id if version_id else None
+
+    def fetch(self, target: Path) -> Path:
+        """`target`, downloaded whole first if the cache does not hold it yet."""
+        if target.is_dir():
+            return target
+        self._cache.mkdir(parents=True, exist_ok=True)
+        partial = Path(tempfile.mkdtemp(prefix=DOWNLOAD_PREFIX + target.name, dir=self._cache))
+        try:
+            self._storage.download(target.name, partial)
+            partial.rename(target)
+        except OSError:
+            if not target.is_dir():  # not another process's copy, renamed first
+                raise
+        finally:
+            shutil.rmtree(partial, ignore_errors=True)
+        return target
+
+    def trim(self, keep: set[Path]) -> None:
+        """Remove cached versions but the newest `CACHE_KEEP` and those in `keep`."""
+        cached = sorted(
+            (path for path in self._cache.iterdir() if not path.name.startswith(".")),
+            key=lambda path: path.name,
+            reverse=True,
+        )
+        for path in cached[CACHE_KEEP:]:
+            if path not in keep:
+                shutil.rmtree(path, ignore_errors=True)
+
+
+Source = LocalSource | S3Source
+
+
+def open_source(settings: Settings) -> Source:
+    if isinstance(settings.data_dir, Path):
+        return LocalSource(settings.data_dir, settings.version_poll_seconds)
+    return S3Source(settings)
