@@ -159,16 +159,19 @@ def add_key(path: Path, account: str, exchanges: list[str] | None) -> str:
     if exchanges is not None:
         entry["exchanges"] = sorted(set(exchanges))
     key = secrets.token_urlsafe(KEY_BYTES)
-    entry["keys"].append(
-        {
-            "id": fingerprint(key),
-            "sha256": key_hash(key),
-            "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
-            "revoked_at": None,
-        }
-    )
+    entry["keys"].append(key_entry(key, datetime.now(UTC).isoformat(timespec="seconds")))
     write_accounts(path, document)
     return key
+
+
+def key_entry(key: str, created_at: str, revoked_at: str | None = None) -> dict[str, Any]:
+    """How the accounts file holds a key: its fingerprint and hash, never the key."""
+    return {
+        "id": fingerprint(key),
+        "sha256": key_hash(key),
+        "created_at": created_at,
+        "revoked_at": revoked_at,
+    }
 
 
 def revoke_key(path: Path, key_id: str) -> bool:

@@ -189,10 +189,15 @@ EXPORT = Case("CSV export (venue box)", f"{RESULTS}?exchange_name=box&format=csv
 
 def rss_mb(process: subprocess.Popen[bytes]) -> tuple[int, int]:
     """Current and peak resident memory of a process, in MB (Linux /proc)."""
-    fields = dict(
-        line.split(":", 1) for line in Path(f"/proc/{process.pid}/status").read_text().splitlines()
-    )
-    return int(fields["VmRSS"].split()[0]) // 1024, int(fields["VmHWM"].split()[0]) // 1024
+    memory = memory_kb(process.pid)
+    return memory["VmRSS"] // 1024, memory["VmHWM"] // 1024
+
+
+def memory_kb(pid: int) -> dict[str, int]:
+    """A process's memory figures from /proc (VmRSS, VmHWM, ...), in KiB."""
+    lines = Path(f"/proc/{pid}/status").read_text().splitlines()
+    fields = dict(line.split(":", 1) for line in lines)
+    return {name: int(value.split()[0]) for name, value in fields.items() if name.startswith("Vm")}
 
 
 def export_rate(port: int) -> tuple[int, float]:
@@ -256,11 +261,15 @@ def wrk_command(port: int, case: Case, seconds: int, connections: int, scratch: 
 def failures(output: str) -> int:
     """Requests wrk saw fail: non-2xx answers and socket errors of any kind."""
     found = re.search(r"Non-2xx or 3xx responses: (\d+)", output)
-    errors = re.search(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)",
-                       output)  # fmt: skip
-    return (int(found.group(1)) if found else 0) + (
-        sum(int(n) for n in errors.groups()) if errors else 0
-    )
+    return (int(found.group(1)) if found else 0) + socket_errors(output)
+
+
+def socket_errors(output: str) -> int:
+    """Connect, read and write errors and time-outs (wrk prints the line only when there are
+    some)."""
+    found = re.search(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)",
+                      output)  # fmt: skip
+    return sum(int(number) for number in found.groups()) if found else 0
 
 
 def wrk(port: int, case: Case, seconds: int, connections: int) -> Load:

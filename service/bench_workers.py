@@ -19,7 +19,7 @@ from pathlib import Path
 
 from ingest.bench import machine, write_section
 from ingest.publish import current_version_dir
-from service.bench import SUPPLIER_HEADERS, Case, Load, serving, wrk
+from service.bench import SUPPLIER_HEADERS, Case, Load, memory_kb, serving, wrk
 
 WORKERS = (1, 2)
 WARM_UP_SECONDS = 3  # before the first run: every worker opens the version and fills its cache
@@ -79,11 +79,7 @@ def tree_rss_mb(pid: int) -> int:
     """Resident memory of a process and its children, in MB (Linux /proc): a worker count's
     whole cost (uvicorn's parent, the workers and multiprocessing's resource tracker)."""
     children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
-    total_kb = 0
-    for process in [pid, *map(int, children)]:
-        status = Path(f"/proc/{process}/status").read_text()
-        total_kb += int(status.split("VmRSS:", 1)[1].split()[0])
-    return total_kb // 1024
+    return sum(memory_kb(process)["VmRSS"] for process in [pid, *map(int, children)]) // 1024
 
 
 def report(

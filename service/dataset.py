@@ -42,7 +42,7 @@ from service.mirror import open_source
 from service.rollups import ENCODED, DiscoveryCounts, read_rollup
 from service.settings import Settings
 from service.vocabulary import DATA_TYPE_OF_CATEGORY, DATA_TYPE_ORDER
-from service.watchdog import Watchdog
+from service.watchdog import WATCHDOG
 
 log = logging.getLogger(__name__)
 
@@ -111,11 +111,12 @@ class Dataset:
         self.version_id: str = self.manifest["version_id"]
         self.records: int = self.manifest["records"]
         self.faults: list[str] = []  # what failed since it was opened, for the readiness probe
-        self._watchdog = Watchdog(settings.query_timeout_seconds)
+        self._timeout = settings.query_timeout_seconds
         self._paths = _checked_files(version_dir, self.manifest)
+        self._every = tuple(str(path) for path in self._paths)  # `scoped`, per request
         self._files: dict[str, tuple[str, ...]] = defaultdict(tuple)  # venue -> its files
-        for path in self._paths:
-            self._files[_venue_of(path)] += (str(path),)
+        for path in self._every:
+            self._files[_venue_of(Path(path))] += (path,)
         self._con = _connect(settings)
         self._con.execute(
             queries.CREATE_FEES_VIEW.format(
@@ -133,7 +134,7 @@ class Dataset:
             serving = sql_string(str(version_dir / SERVING_FILE))
             self._con.execute(f"ATTACH {serving} AS serving (READ_ONLY)")
             self.index = ResultsIndex(version_dir / INDEX_DIR)
-            self._check_serving()
+            self._check_serving(self.index)
         self.venues, self._names = self._load_venues()
         self.coverage = self._load_coverage()
         self.versions = self._load_versions()
@@ -169,17 +170,17 @@ class Dataset:
         interrupted (`QueryTimeout`), a file that cannot be read is a `DataFault`. A streamed
         result reports both as Arrow's OSError, with DuckDB's text."""
         try:
-            with self._watchdog.watch(cursor):
+            with WATCHDOG.watch(cursor, self._timeout):
                 yield
         except duckdb.InterruptException:
-            raise QueryTimeout(self._watchdog.seconds) from None
+            raise QueryTimeout(self._timeout) from None
         except duckdb.Error as error:
             if not is_file_fault(error):
                 raise
             raise self._fault(str(error), parameters) from None
         except OSError as error:  # from a streamed result (`_stream`)
             if str(error).startswith("INTERRUPT"):
-                raise QueryTimeout(self._watchdog.seconds) from None
+                raise QueryTimeout(self._timeout) from None
             raise self._fault(str(error), parameters) from None
 
     def _fault(self, message: str, parameters: dict[str, Any] | None) -> DataFault:
@@ -196,11 +197,10 @@ class Dataset:
             self.faults.append(line)
         return DataFault()
 
-    def _check_serving(self) -> None:
+    def _check_serving(self, index: ResultsIndex) -> None:
         """The serving copy and the index hold as many records as the manifest says."""
         [(rows,)] = self.query(queries.COUNT_SERVING)
-        sizes = {"serving copy": rows, "results index": self.index.size if self.index else rows}
-        for name, size in sizes.items():
+        for name, size in {"serving copy": rows, "results index": index.size}.items():
             if size != self.records:
                 raise DamagedVersion(
                     f"{self.version_dir.name}: the {name} holds {size} records, "
@@ -209,13 +209,12 @@ class Dataset:
 
     def scoped(self, selection: queries.Selection) -> queries.Selection:
         """`selection`, reading only its venues' files (all of them when it names none)."""
-        every = tuple(str(path) for path in self._paths)
         if selection.venues is None:
-            return replace(selection, files=every)
+            return replace(selection, files=self._every)
         files = tuple(path for venue in selection.venues for path in self._files.get(venue, ()))
         # Venues without records have no file, but read_parquet needs one: any file will do,
         # since the venue condition keeps every record of it out.
-        return replace(selection, files=files or every[:1])
+        return replace(selection, files=files or self._every[:1])
 
     def index_for(self, selection: queries.Selection) -> ResultsIndex | None:
         """The results index, if this version has one and it can answer `selection`."""

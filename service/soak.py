@@ -32,8 +32,8 @@ import httpx
 from ingest.bench import machine, write_section
 from ingest.pipeline import run_ingest
 from ingest.synth import generate
-from service.accounts import fingerprint, key_hash
-from service.bench import Case, parse_load, rss_mb, serving
+from service.accounts import key_entry
+from service.bench import Case, parse_load, rss_mb, serving, socket_errors
 
 ROOT = Path(".soak")
 FULL, SCOPED, METERED = "soak-full-key-0123456789", "soak-scoped-key-0123456789", "soak-meter-key"
@@ -187,12 +187,8 @@ def calls(record_id: str, version_id: str) -> list[Call]:
 
 def accounts_document() -> dict[str, object]:
     def key(value: str, *, revoked: bool = False) -> dict[str, object]:
-        return {
-            "id": fingerprint(value),
-            "sha256": key_hash(value),
-            "created_at": "2026-11-24T00:00:00+00:00",
-            "revoked_at": "2026-11-24T00:00:00+00:00" if revoked else None,
-        }
+        when = "2026-11-24T00:00:00+00:00"
+        return key_entry(value, when, when if revoked else None)
 
     return {
         "accounts": {
@@ -302,7 +298,7 @@ def soak(
         rows=args.rows,
         publish_every=args.publish_every,
         requests=_count(r"(\d+) requests in", output),
-        errors=_count(r"mismatches: (\d+)", output) + _socket_errors(output),
+        errors=_count(r"mismatches: (\d+)", output) + socket_errors(output),
         statuses=_statuses(output),
         p50_ms=load.p50_ms,
         p99_ms=load.p99_ms,
@@ -351,14 +347,6 @@ def _count(pattern: str, output: str) -> int:
     if found is None:
         raise SystemExit(f"wrk printed nothing like {pattern!r}:\n{output}")
     return int(found.group(1))
-
-
-def _socket_errors(output: str) -> int:
-    """Connect, read and write errors and time-outs (wrk prints the line only when there are
-    some)."""
-    found = re.search(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)",
-                      output)  # fmt: skip
-    return sum(int(number) for number in found.groups()) if found else 0
 
 
 def _statuses(output: str) -> dict[int, int]:

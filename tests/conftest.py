@@ -19,7 +19,7 @@ import uvicorn
 from ingest import synth
 from ingest.pipeline import IngestResult, run_ingest
 from ingest.schema import RAW_COLUMNS
-from service.accounts import fingerprint, key_hash
+from service.accounts import key_entry
 from service.app import create_app, server_options
 from service.dataset import Dataset
 from service.index import ResultsIndex
@@ -143,12 +143,8 @@ def accounts_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def account_key(key: str, *, revoked: bool = False) -> dict[str, object]:
-    return {
-        "id": fingerprint(key),
-        "sha256": key_hash(key),
-        "created_at": "2026-01-01T00:00:00+00:00",
-        "revoked_at": "2026-02-01T00:00:00+00:00" if revoked else None,
-    }
+    revoked_at = "2026-02-01T00:00:00+00:00" if revoked else None
+    return key_entry(key, "2026-01-01T00:00:00+00:00", revoked_at)
 
 
 @pytest.fixture(scope="session")
