@@ -194,22 +194,40 @@ def _build(
     version_id: str,
     created: datetime,
 ) -> _Built:
-    """Stage, check and write one version's files into `work/version`."""
+    """Read, check and write one version's files into `work/version`."""
     version = work / "version"
     version.mkdir()
-    # In memory, spilling to `work/spill` past the memory limit: a disk-backed staging table
-    # costs a third more time for nothing, since staging is thrown away either way.
+    codes = [venue.code for venue in venues]
+    # In memory, spilling to `work/spill` past the memory limit.
     con = duckdb.connect()
     try:
         _configure(con, work, memory_limit)
-        con.execute(stage.CREATE_VENUES, {"codes": [venue.code for venue in venues]})
-        con.execute(stage.CREATE_STAGING)
-        rows_read = _stage_files(con, files)
-        _phase(f"checking {rows_read:,} rows")
-        stage.check_rows(con)
+        con.execute(stage.CREATE_TABLES)
+        write.load_previous(con, previous)
+        serving.attach(con, version)
+        _phase("reading, checking and sorting the rows")
+        raw_rows = _raw_rows(files, range(len(files)))
+        kept = write.sort_records(
+            con,
+            raw_rows,
+            venues=codes,
+            paths=[raw.shown for raw in files],
+            version_id=version_id,
+            ingested_at=created.isoformat(),
+        )
+        rows_read = sum(raw_rows.records.values())
+        _record_files(con, files, raw_rows.records)
+        if kept < rows_read:
+            _phase(f"listing the problems of {rows_read - kept:,} rejected rows")
+            stage.list_problems(con, _raw_rows(files, write.files_with_rejects(con)), codes)
         rejects = {row[0]: (row[1], row[2]) for row in con.execute(stage.REJECT_COUNTS).fetchall()}
         problems = sum(count for count, _ in rejects.values())
         rejected_rows = sum(rows for _, rows in rejects.values())
+        if rejected_rows != rows_read - kept:
+            raise IngestError(
+                f"internal error: {rows_read - kept} rows were dropped but {rejected_rows} "
+                "have problems listed; nothing published"
+            )
         first_rejects = _first_rejects(con)
         if strict and problems:
             raise RowsRejected(
@@ -217,15 +235,11 @@ def _build(
                 f"nothing published. First: {describe_reject(first_rejects[0])}"
             )
         con.execute(stage.copy_rejects(version / "rejects.csv"))
-        write.load_previous(con, previous)
-        serving.attach(con, version)
-        _phase("sorting and writing Parquet (a file per venue)")
-        venue_counts = write.write_fees(
-            con, version / "fees", version_id=version_id, ingested_at=created.isoformat()
-        )
-        records = sum(venue_counts.values())
-        if records == 0:
+        if kept == 0:
             raise IngestError("no valid records in the raw files; nothing published")
+        duplicates = write.drop_later_duplicates(con, version)
+        _phase("writing Parquet (a file per venue)")
+        venue_counts = write.write_venue_files(con, version / "fees")
         _phase("counting the rollups")
         rollups.write_rollups(con, version, version_id=version_id, as_of=created.date())
         _phase("writing the results index")
@@ -233,7 +247,6 @@ def _build(
     finally:
         con.close()
     _write_registry(version / "exchanges.parquet", venues)
-    duplicates = rows_read - rejected_rows - records
     manifest = {
         "version_id": version_id,
         "created_at": created.isoformat(),
@@ -244,7 +257,7 @@ def _build(
             for n, raw in enumerate(files)
         ],
         "rows_read": rows_read,
-        "records": records,
+        "records": sum(venue_counts.values()),
         "rejected_rows": rejected_rows,
         "problems": problems,
         "duplicates": duplicates,
@@ -285,33 +298,31 @@ def _input_digest(registry: Path, files: list[RawFile]) -> str:
     return hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()
 
 
-def _stage_files(con: duckdb.DuckDBPyConnection, files: list[RawFile]) -> int:
-    """Append every file to `staged`; returns the number of rows read."""
-    first_row = 0
-    columns = stage.raw_column_types()
-    total_bytes = sum(raw.path.stat().st_size for raw in files)
-    with tqdm(total=total_bytes, unit="B", unit_scale=True, desc="staging", disable=None) as bar:
-        for number, raw in enumerate(files):
-            try:
-                con.execute(
-                    stage.STAGE_FILE,
-                    {"file_no": number, "path": str(raw.path), "columns": columns},
-                )
-            except duckdb.Error as error:
-                if _storage_cause(str(error)) is not None:
-                    raise  # a full disk while spilling, say: not the file's fault
-                raise _malformed(raw, error) from None
-            (total,) = con.execute(stage.COUNT_STAGED).fetchall()[0]
-            records = total - first_row
-            con.execute(
-                stage.RECORD_FILE,
-                {"file_no": number, "path": raw.shown, "first_row": first_row, "records": records},
-            )
-            if not is_regular(raw.newlines, records):
-                _map_lines(con, number, record_lines(raw.path))
-            first_row = total
-            bar.update(raw.path.stat().st_size)
-    return first_row
+def _raw_rows(files: list[RawFile], numbers: Iterable[int]) -> stage.RawRows:
+    """The files with the given numbers, for one scan."""
+
+    def failure(file_no: int, error: duckdb.Error) -> Exception:
+        if _storage_cause(str(error)) is not None:
+            return error  # a full disk, say: not the file's fault
+        return _malformed(files[file_no], error)
+
+    return stage.RawRows({number: files[number].path for number in numbers}, failure)
+
+
+def _record_files(
+    con: duckdb.DuckDBPyConnection, files: list[RawFile], records: dict[int, int]
+) -> None:
+    """Note each file and its record count; map the lines of files where a record's line is not
+    its ordinal plus one (blank lines, quoted line breaks), and give their records those lines."""
+    irregular = False
+    for number, raw in enumerate(files):
+        count = records[number]
+        con.execute(stage.RECORD_FILE, {"file_no": number, "path": raw.shown, "records": count})
+        if not is_regular(raw.newlines, count):
+            _map_lines(con, number, record_lines(raw.path))
+            irregular = True
+    if irregular:
+        write.fix_lines(con)
 
 
 def _malformed(raw: RawFile, error: duckdb.Error) -> MalformedFile:

@@ -1,16 +1,19 @@
-"""Turning the checked staging rows into the published `fees` Parquet files.
+"""Turning the raw rows into the published records: the sorted serving table, then the
+`fees` Parquet files.
 
-The records are first gathered, sorted, into one table (`ingest.serving.RECORDS`, in the
-version's serving file, which the service reads rows from), so each venue's rows are one
-contiguous range that a plain COPY writes out (found by the table's zone maps). DuckDB's
-PARTITION_BY writer copies every row into per-partition buffers first and took twice as long on
-5M rows.
+One query reads the numbered raw rows (`ingest.stage.RawRows`), drops the rows that break a
+rule, derives the published columns and sorts the records straight into the version's serving
+file (`ingest.serving.RECORDS`), so each venue's rows are one contiguous range that a plain COPY
+writes out (found by the table's zone maps). DuckDB's PARTITION_BY writer copies every row into
+per-partition buffers first and took twice as long on 5M rows.
 
-Derived columns are computed here, in SQL: the parsed amount, the source line, and the version
-that first published each record (carried forward from the previous version). The content id
-is computed while staging (`ingest.stage.RECORD_ID`).
+Three things the query cannot know until every row has been read are put right afterwards, and
+cost time only when they occur: the lines of records in files with blank lines or quoted line
+breaks (`fix_lines`), exact duplicates (`drop_later_duplicates`) and the problems of rejected
+rows (`ingest.stage.list_problems`).
 """
 
+import os
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Final
@@ -18,8 +21,8 @@ from typing import Final
 import duckdb
 
 from ingest.schema import FEE_COLUMNS
-from ingest.serving import RECORDS
-from ingest.stage import JOIN_LINES, LINE_OF_ROW, sql_string
+from ingest.serving import ATTACH, DETACH, RECORDS, SERVING_FILE
+from ingest.stage import BROKEN, RECORD_ID, TRIMMED_ROWS, RawRows, rule_parameters, sql_string
 
 # A plain money figure: `$0.0030`, `($0.0020)`, `-$0.25`, `$1,500.00` (docs/raw-format.md).
 MONEY: Final = r"(?:[0-9]{1,3}(?:,[0-9]{3})+|[0-9]{1,12})(?:\.[0-9]{1,8})?"
@@ -34,19 +37,14 @@ AMOUNT: Final = f"""CASE WHEN plain THEN
     )
 END"""
 
-# The normalised unit of each distinct printed basis, made once per basis rather than per row.
-CREATE_UNITS: Final = """
-CREATE TABLE units AS
-SELECT
-    fee_basis,
-    nullif(trim(regexp_replace(lower(fee_basis), '[^a-z0-9%]+', '_', 'g'), '_'), '') AS unit
-FROM (SELECT DISTINCT fee_basis FROM staged WHERE fee_basis IS NOT NULL)
-"""
-
-UNIT: Final = "CASE WHEN plain THEN units.unit END"
+# The normalised unit of a plain amount's printed basis.
+UNIT: Final = (
+    "CASE WHEN plain THEN"
+    " nullif(trim(regexp_replace(lower(fee_basis), '[^a-z0-9%]+', '_', 'g'), '_'), '') END"
+)
 
 # What each published column is made of; columns not listed are copied as they are. The sorted
-# table keeps `record_id` as the 16-byte UUID it was staged as (it sorts in the same order as its
+# table keeps `record_id` as a 16-byte UUID (it sorts in the same order as its
 # text, and the sort carrying it was 2.3 s faster at 5M rows than one carrying 36-character
 # text); the Parquet files and every answer hold its text (`SELECT_VENUE`, `TEXT_ID`).
 DERIVED: Final = {
@@ -56,40 +54,25 @@ DERIVED: Final = {
     "effective_start": "CAST(effective_start AS DATE)",
     "effective_end": "CAST(effective_end AS DATE)",
     "page_number": "CAST(page_number AS INTEGER)",
-    "source_file": "files.path",
-    "source_line": LINE_OF_ROW,
+    "source_file": "$paths[file_no + 1]",
+    "source_line": "ordinal + 1",  # the line, unless its file is irregular (`fix_lines`)
     "version_id": "coalesce(previous.version_id, $version_id)",
     "ingested_at": "coalesce(previous.ingested_at, CAST($ingested_at AS TIMESTAMPTZ))",
 }
 
-# Exact duplicates share a content id; all but the first row of each are dropped. (Identical
-# rows break identical rules, so a duplicate group is either wholly rejected or wholly kept.)
-FIND_LATER_DUPLICATES: Final = """
-CREATE TABLE later_duplicates AS
-SELECT staged.rowid AS row_no
-FROM staged
-JOIN (
-    SELECT record_id, min(rowid) AS first_row
-    FROM staged
-    GROUP BY record_id
-    HAVING count(*) > 1
-) AS repeated USING (record_id)
-WHERE staged.rowid > repeated.first_row
-"""
-
-SELECT_FEES: Final = f"""
+# Rows with the same content have the same sort key up to their file and ordinal, which break
+# the tie: of exact duplicates, the first read is first in the table.
+SORT_RECORDS: Final = f"""
+CREATE TABLE {RECORDS} AS
 SELECT
     {", ".join(f"{DERIVED.get(name, name)} AS {name}" for name, _ in FEE_COLUMNS)}
 FROM (
-    SELECT rowid AS row_no, *, regexp_full_match(fee_amount, '{PLAIN_MONEY}') AS plain
-    FROM staged
-    WHERE rowid NOT IN (SELECT row_no FROM problems)
-    AND rowid NOT IN (SELECT row_no FROM later_duplicates)
+    SELECT *, {RECORD_ID} AS record_id, regexp_full_match(fee_amount, '{PLAIN_MONEY}') AS plain
+    FROM ({TRIMMED_ROWS})
+    WHERE NOT ({BROKEN})
 ) AS located
-{JOIN_LINES}
-LEFT JOIN units USING (fee_basis)
 LEFT JOIN previous USING (record_id)
-ORDER BY exchange, fee_type, effective_start, record_id
+ORDER BY exchange, fee_type, effective_start, record_id, file_no, ordinal
 """
 
 NO_PREVIOUS: Final = """
@@ -110,10 +93,102 @@ def load_previous(con: duckdb.DuckDBPyConnection, previous_fees: Path | None) ->
         con.execute(READ_PREVIOUS, {"pattern": str(previous_fees / "**" / "*.parquet")})
 
 
-CREATE_RECORDS: Final = f"CREATE TABLE {RECORDS} AS {SELECT_FEES}"
-DROP_STAGED: Final = "DROP TABLE staged"
-
+COUNT_RECORDS: Final = f"SELECT count(*) FROM {RECORDS}"
 VENUE_COUNTS: Final = f"SELECT exchange, count(*) FROM {RECORDS} GROUP BY 1 ORDER BY 1"
+
+
+def sort_records(
+    con: duckdb.DuckDBPyConnection,
+    rows: RawRows,
+    *,
+    venues: list[str],
+    paths: list[str],
+    version_id: str,
+    ingested_at: str,
+) -> int:
+    """Read, check, derive and sort every valid row into `RECORDS` (the serving file must be
+    attached: `ingest.serving.attach`); returns the count of rows kept."""
+    parameters = rule_parameters(SORT_RECORDS, venues) | {
+        "paths": paths,
+        "version_id": version_id,
+        "ingested_at": ingested_at,
+    }
+    with rows.scanned_by(con):
+        con.execute(SORT_RECORDS, parameters)
+    [(kept,)] = con.execute(COUNT_RECORDS).fetchall()
+    return int(kept)
+
+
+# Records of irregular files carry ordinal + 1 as their line until their file's walk is known.
+FIX_LINES: Final = f"""
+UPDATE {RECORDS} AS records
+SET source_line = line_map.line
+FROM line_map JOIN files USING (file_no)
+WHERE records.source_file = files.path AND records.source_line = line_map.ordinal + 1
+"""
+
+
+def fix_lines(con: duckdb.DuckDBPyConnection) -> None:
+    """Give the records of irregular files (those in `line_map`) their physical lines."""
+    con.execute(FIX_LINES)
+
+
+# Files some of whose rows were not kept: the rows broke a rule (duplicates are not yet dropped).
+FILES_WITH_REJECTS: Final = f"""
+SELECT files.file_no
+FROM files LEFT JOIN (
+    SELECT source_file, count(*) AS kept FROM {RECORDS} GROUP BY source_file
+) AS records ON records.source_file = files.path
+WHERE coalesce(records.kept, 0) < files.records
+ORDER BY files.file_no
+"""
+
+
+def files_with_rejects(con: duckdb.DuckDBPyConnection) -> list[int]:
+    """The numbers of the files that had rows rejected (only they are read again)."""
+    return [int(number) for (number,) in con.execute(FILES_WITH_REJECTS).fetchall()]
+
+
+DUPLICATES: Final = f"SELECT count(*) - count(DISTINCT record_id) FROM {RECORDS}"
+# All but the first row of each content id (the first has the lowest rowid: `SORT_RECORDS`).
+DELETE_LATER_DUPLICATES: Final = f"""
+DELETE FROM {RECORDS}
+WHERE rowid IN (
+    SELECT records.rowid
+    FROM {RECORDS} AS records
+    JOIN (
+        SELECT record_id, min(rowid) AS first_row
+        FROM {RECORDS}
+        GROUP BY record_id
+        HAVING count(*) > 1
+    ) AS repeated USING (record_id)
+    WHERE records.rowid > repeated.first_row
+)
+"""
+# A plain scan keeps the table's order (and skips deleted rows), so the copy's rowids are again
+# the records' positions, with no gaps.
+COPY_FIRSTS: Final = f"CREATE TABLE firsts.rows AS SELECT * FROM {RECORDS}"
+FIRSTS_FILE: Final = "firsts.duckdb"
+
+
+def drop_later_duplicates(con: duckdb.DuckDBPyConnection, version: Path) -> int:
+    """Collapse exact duplicates to their first row; returns how many rows were dropped.
+
+    A table's rowids must stay its positions, which a delete leaves with gaps, so the rows left
+    are then copied, in order, into a new serving file that replaces the old one (a copy inside
+    the same file would leave the old table's blocks behind as dead space)."""
+    [(duplicates,)] = con.execute(DUPLICATES).fetchall()
+    if duplicates:
+        con.execute(DELETE_LATER_DUPLICATES)
+        firsts = version / FIRSTS_FILE
+        con.execute(f"ATTACH {sql_string(str(firsts))} AS firsts")
+        con.execute(COPY_FIRSTS)
+        con.execute("DETACH firsts")
+        con.execute(DETACH)
+        os.replace(firsts, version / SERVING_FILE)
+        con.execute(ATTACH.format(path=sql_string(str(version / SERVING_FILE))))
+    return int(duplicates)
+
 
 TEXT_ID: Final = "CAST(record_id AS VARCHAR)"
 SELECT_VENUE: Final = f"""
@@ -131,16 +206,9 @@ WRITE_OPTIONS: Final = (
 )
 
 
-def write_fees(
-    con: duckdb.DuckDBPyConnection, target: Path, *, version_id: str, ingested_at: str
-) -> dict[str, int]:
-    """Sort the records into `RECORDS` (the serving file must be attached:
-    `ingest.serving.attach`) and write them as `exchange=<code>/data_0.parquet` files; returns
-    counts by venue. Consumes `staged`: it is dropped once the sorted table exists."""
-    con.execute(FIND_LATER_DUPLICATES)
-    con.execute(CREATE_UNITS)
-    con.execute(CREATE_RECORDS, {"version_id": version_id, "ingested_at": ingested_at})
-    con.execute(DROP_STAGED)
+def write_venue_files(con: duckdb.DuckDBPyConnection, target: Path) -> dict[str, int]:
+    """Write the records of `RECORDS` as `exchange=<code>/data_0.parquet` files; returns counts
+    by venue."""
     counts = {str(code): int(count) for code, count in con.execute(VENUE_COUNTS).fetchall()}
 
     def write_venue(code: str) -> None:

@@ -13,6 +13,7 @@ from datetime import date
 from decimal import Decimal
 from pathlib import Path
 
+import duckdb
 import pyarrow.parquet as pq
 import pytest
 
@@ -373,6 +374,45 @@ def test_each_venue_file_is_in_publishing_order(tmp_path: Path) -> None:
         rows = pq.read_table(path, columns=["fee_type", "effective_start", "record_id"]).to_pylist()
         keys = [(r["fee_type"], r["effective_start"], r["record_id"]) for r in rows]
         assert keys == sorted(keys), path
+
+
+def test_lines_rejects_and_duplicates_hold_across_many_batches(tmp_path: Path) -> None:
+    """Rows are numbered by two reader threads in batches of 122,880; rejected and duplicate
+    rows are dealt with after the sort. Synthetic fee names end in `#<row number>`, so every
+    record's line can be checked, and the serving table must stay gapless and in order."""
+    raw = tmp_path / "raw"
+    synth.generate(
+        rows=300_000, out=raw, registry=REPO / "data" / "exchanges.csv", rows_per_file=150_000
+    )
+    first = sorted(raw.glob("*.csv"))[0]
+    lines = first.read_text(encoding="utf-8").splitlines()
+    bad = [lines[2].replace(lines[2].split(",")[0], "nowhere", 1)]  # an unknown venue
+    (raw / "zz-again.csv").write_text("\n".join([lines[0], *lines[1:4001], *bad]) + "\n")
+    version = run_ingest(raw, tmp_path / "data", registry=REPO / "data" / "exchanges.csv")
+    assert (version.records, version.duplicates, version.rejected_rows) == (300_000, 4_000, 1)
+    assert [r["line"] for r in read_rejects(version.version_dir)] == ["4002"]
+    con = duckdb.connect()
+    con.execute(f"ATTACH '{version.version_dir / 'serving.duckdb'}' AS serving (READ_ONLY)")
+    [(count, last, unordered, wrong_lines, from_again)] = con.execute(
+        """
+        SELECT
+            count(*),
+            max(rowid),
+            count(*) FILTER (WHERE (exchange, fee_type, effective_start, record_id) < previous),
+            count(*) FILTER (
+                WHERE source_line <> CAST(regexp_extract(fee_name, '#([0-9]+)$', 1) AS BIGINT)
+                    + 2 - 150000 * CAST(source_file > $first AS INTEGER)
+            ),
+            count(*) FILTER (WHERE source_file = 'zz-again.csv')
+        FROM (
+            SELECT *, rowid, lag((exchange, fee_type, effective_start, record_id))
+                OVER (ORDER BY rowid) AS previous
+            FROM serving.rows
+        )
+        """,
+        {"first": first.name},
+    ).fetchall()
+    assert (count, last, unordered, wrong_lines, from_again) == (300_000, 299_999, 0, 0, 0)
 
 
 def test_record_id_is_the_md5_of_the_raw_values_in_uuid_form(tmp_path: Path) -> None:
