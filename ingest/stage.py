@@ -52,6 +52,7 @@ READ_SCHEMA: Final = pa.schema(
     + [(name, pa.string()) for name in RAW_COLUMNS]
 )
 COLUMNS: Final = dict.fromkeys(RAW_COLUMNS, "VARCHAR")
+READER_MEMORY: Final = "256MB"
 BATCH_ROWS: Final = 122_880  # DuckDB's row group: its reader hands over whole ones
 
 
@@ -241,6 +242,8 @@ class RawRows:
         reader = duckdb.connect()
         try:
             reader.execute("SET threads = 1")
+            # A streaming read of one file: a few buffers, held apart from the main query's.
+            reader.execute(f"SET memory_limit = '{READER_MEMORY}'")
             total = sum(path.stat().st_size for path in self.paths.values())
             # disable=None: a bar in a terminal only, so CI and pipes stay quiet.
             with tqdm(total=total, unit="B", unit_scale=True, desc="reading", disable=None) as bar:
