@@ -53,7 +53,7 @@ READ_SCHEMA: Final = pa.schema(
 )
 COLUMNS: Final = dict.fromkeys(RAW_COLUMNS, "VARCHAR")
 READER_MEMORY: Final = "256MB"
-BATCH_ROWS: Final = 122_880  # DuckDB's row group: its reader hands over whole ones
+BATCH_ROWS: Final = 122_880  # Arrow batches of one DuckDB row group each
 
 
 def _trimmed(column: str) -> str:
@@ -220,7 +220,7 @@ class RawRows:
     paths: dict[int, Path]  # by file number
     failure: FileFailure
     records: dict[int, int] = field(default_factory=dict)  # by file number, once all are read
-    _error: Exception | None = None
+    _error: Exception | None = field(default=None, init=False)
 
     @contextmanager
     def scanned_by(self, con: duckdb.DuckDBPyConnection) -> Iterator[None]:
