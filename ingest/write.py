@@ -60,19 +60,33 @@ DERIVED: Final = {
     "ingested_at": "coalesce(previous.ingested_at, CAST($ingested_at AS TIMESTAMPTZ))",
 }
 
+# Columns made after the sort from columns it carries anyway, so that it moves narrower rows
+# (5M rows, five runs each way: 21.1-22.3 s against 22.0-24.6 s for the whole query). A plain
+# projection of an ordered subquery keeps its order (DuckDB inserts it as ordered batches);
+# `tests/test_ingest.py` checks the order of a table of several row groups.
+AFTER_SORT: Final = ("amount", "currency", "unit", "source_file", "source_line")
+SORTED_COLUMNS: Final = ", ".join(
+    f"{DERIVED.get(name, name)} AS {name}" for name, _ in FEE_COLUMNS if name not in AFTER_SORT
+)
+PUBLISHED_COLUMNS: Final = ", ".join(
+    f"{DERIVED[name] if name in AFTER_SORT else name} AS {name}" for name, _ in FEE_COLUMNS
+)
+
 # Rows with the same content have the same sort key up to their file and ordinal, which break
 # the tie: of exact duplicates, the first read is first in the table.
 SORT_RECORDS: Final = f"""
 CREATE TABLE {RECORDS} AS
-SELECT
-    {", ".join(f"{DERIVED.get(name, name)} AS {name}" for name, _ in FEE_COLUMNS)}
+SELECT {PUBLISHED_COLUMNS}
 FROM (
-    SELECT *, {RECORD_ID} AS record_id, regexp_full_match(fee_amount, '{PLAIN_MONEY}') AS plain
-    FROM ({TRIMMED_ROWS})
-    WHERE NOT ({BROKEN})
-) AS located
-LEFT JOIN previous USING (record_id)
-ORDER BY exchange, fee_type, effective_start, record_id, file_no, ordinal
+    SELECT {SORTED_COLUMNS}, file_no, ordinal, plain
+    FROM (
+        SELECT *, {RECORD_ID} AS record_id, regexp_full_match(fee_amount, '{PLAIN_MONEY}') AS plain
+        FROM ({TRIMMED_ROWS})
+        WHERE NOT ({BROKEN})
+    ) AS located
+    LEFT JOIN previous USING (record_id)
+    ORDER BY exchange, fee_type, effective_start, record_id, file_no, ordinal
+) AS sorted
 """
 
 NO_PREVIOUS: Final = """
