@@ -12,11 +12,11 @@ keeps the rows for which every reason is NULL (`BROKEN`); only when some row bro
 the files that had such rows read again, to list each problem (`CREATE_REJECTED`, `CHECKS`).
 """
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Final, Protocol
+from typing import Final
 
 import duckdb
 import pyarrow as pa
@@ -204,12 +204,6 @@ def list_problems(con: duckdb.DuckDBPyConnection, rows: "RawRows", venues: list[
         con.execute(statement, rule_parameters(statement, venues))
 
 
-class FileFailure(Protocol):
-    """What the pipeline makes of a file DuckDB refused (`ingest.pipeline._malformed`)."""
-
-    def __call__(self, file_no: int, error: duckdb.Error) -> Exception: ...
-
-
 @dataclass
 class RawRows:
     """The raw files as numbered Arrow batches, for one scan by the main or the rejects query.
@@ -218,7 +212,7 @@ class RawRows:
     that has lost the cause, so the cause is kept here and raised instead (`scanned_by`)."""
 
     paths: dict[int, Path]  # by file number
-    failure: FileFailure
+    failure: Callable[[int, duckdb.Error], Exception]  # a refused file's error, by its number
     records: dict[int, int] = field(default_factory=dict)  # by file number, once all are read
     _error: Exception | None = field(default=None, init=False)
 

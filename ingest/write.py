@@ -21,7 +21,7 @@ from typing import Final
 import duckdb
 
 from ingest.schema import FEE_COLUMNS
-from ingest.serving import ATTACH, DETACH, RECORDS, SERVING_FILE
+from ingest.serving import DETACH, RECORDS, SERVING_FILE, attach
 from ingest.stage import BROKEN, RECORD_ID, TRIMMED_ROWS, RawRows, rule_parameters, sql_string
 
 # A plain money figure: `$0.0030`, `($0.0020)`, `-$0.25`, `$1,500.00` (docs/raw-format.md).
@@ -200,7 +200,7 @@ def drop_later_duplicates(con: duckdb.DuckDBPyConnection, version: Path) -> int:
         con.execute("DETACH firsts")
         con.execute(DETACH)
         os.replace(firsts, version / SERVING_FILE)
-        con.execute(ATTACH.format(path=sql_string(str(version / SERVING_FILE))))
+        attach(con, version)
     return int(duplicates)
 
 

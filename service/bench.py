@@ -68,6 +68,7 @@ def serve_static(port: int) -> None:
     options = server_options(Settings(log_level="warning"))
     uvicorn.run(static_app, host="127.0.0.1", port=port, **options)
 
+
 KEY = "demo-key"
 SUPPLIER_HEADERS = {"Authorization": f"Bearer {KEY}"}
 EXCHANGE_HEADERS = {"x-service-api-access-key": KEY}
@@ -247,6 +248,12 @@ end
 """
 
 
+def require_wrk(target: str) -> None:
+    """Stop with the install command when wrk, the load generator, is missing."""
+    if shutil.which("wrk") is None:
+        raise SystemExit(f"{target} needs wrk: apt-get install wrk (Debian package)")
+
+
 def wrk_command(port: int, case: Case, seconds: int, connections: int, scratch: Path) -> list[str]:
     command = ["wrk", "-t2", f"-c{connections}", f"-d{seconds}s", "--latency"]
     for name, value in case.headers.items():
@@ -405,8 +412,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--registry", type=Path, default=Path("data/exchanges.csv"))
     parser.add_argument("--doc", type=Path, default=Path("docs/benchmarks.md"))
     args = parser.parse_args(argv)
-    if shutil.which("wrk") is None:
-        raise SystemExit("make bench needs wrk: apt-get install wrk (Debian package)")
+    require_wrk("make bench")
     sizes = sorted(int(size) for size in args.sizes.split(","))
     datasets = {rows: ensure_dataset(rows, args.registry) for rows in sizes}
     largest = sizes[-1]

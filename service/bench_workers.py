@@ -11,7 +11,6 @@ written between the markers of the "Workers (1 vs 2)" section of `docs/benchmark
 
 import argparse
 import os
-import shutil
 import statistics
 import sys
 from contextlib import ExitStack
@@ -19,7 +18,7 @@ from pathlib import Path
 
 from ingest.bench import machine, write_section
 from ingest.publish import current_version_dir
-from service.bench import SUPPLIER_HEADERS, Case, Load, memory_kb, serving, wrk
+from service.bench import SUPPLIER_HEADERS, Case, Load, memory_kb, require_wrk, serving, wrk
 
 WORKERS = (1, 2)
 WARM_UP_SECONDS = 3  # before the first run: every worker opens the version and fills its cache
@@ -35,8 +34,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--port", type=int, default=8775, help="and the next one")
     parser.add_argument("--doc", type=Path, default=Path("docs/benchmarks.md"))
     args = parser.parse_args(argv)
-    if shutil.which("wrk") is None:
-        raise SystemExit("make bench-workers needs wrk: apt-get install wrk (Debian package)")
+    require_wrk("make bench-workers")
     data = args.data or default_data()
     if current_version_dir(data) is None:
         raise SystemExit(f"no published version under {data}: run `make ingest` first")

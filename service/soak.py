@@ -33,7 +33,7 @@ from ingest.bench import machine, write_section
 from ingest.pipeline import run_ingest
 from ingest.synth import generate
 from service.accounts import key_entry
-from service.bench import Case, parse_load, rss_mb, serving, socket_errors
+from service.bench import Case, parse_load, require_wrk, rss_mb, serving, socket_errors
 
 ROOT = Path(".soak")
 FULL, SCOPED, METERED = "soak-full-key-0123456789", "soak-scoped-key-0123456789", "soak-meter-key"
@@ -246,8 +246,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--registry", type=Path, default=Path("data/exchanges.csv"))
     parser.add_argument("--doc", type=Path, default=Path("docs/benchmarks.md"))
     args = parser.parse_args(argv)
-    if shutil.which("wrk") is None:
-        raise SystemExit("make soak needs wrk: apt-get install wrk (Debian package)")
+    require_wrk("make soak")
     base, more = inputs(args.rows, args.registry)
     data = ROOT / "data"
     shutil.rmtree(data, ignore_errors=True)
