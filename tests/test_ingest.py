@@ -424,6 +424,46 @@ def test_record_id_is_the_md5_of_the_raw_values_in_uuid_form(tmp_path: Path) -> 
     assert record["record_id"] == str(uuid.UUID(hashlib.md5(text.encode()).hexdigest()))
 
 
+
+# Space separators (Unicode category Zs) that trim() removes from either end of a value.
+SPACES = ("\u00a0", "\u1680", "\u2002", "\u200a", "\u202f", "\u205f", "\u3000")
+
+
+def test_every_space_separator_is_trimmed_and_nothing_else(tmp_path: Path) -> None:
+    """Rows are left untouched or trimmed value by value (`ingest.stage.UNTOUCHED`); either way
+    each value is what Python's strip of space separators makes of it, and so is the content id."""
+    rows = [
+        fee_row(fee_name="Plain row"),
+        fee_row(fee_name="Quote then space", notes='a "quoted" value, and " more'),
+        fee_row(fee_name="Tab and line separator", notes="\tkept\u2028", conditions="é"),
+        fee_row(fee_name=" Leading space only"),
+        fee_row(fee_name="Trailing space only", conditions="trailing "),
+        fee_row(fee_name="Only spaces", volume_tier="   "),
+        *(
+            fee_row(
+                exchange=f"{space}nyse",
+                fee_type=f"equity{space}",
+                fee_name=f"{space}Space {ord(space):04x}{space}",
+                conditions=f"inner{space}space",
+                volume_tier=space * 2,  # only spaces: empty, so NULL
+            )
+            for space in SPACES
+        ),
+    ]
+    write_raw(tmp_path / "raw" / "spaces.csv", rows)
+    result = ingest(tmp_path / "raw", tmp_path / "data")
+    assert (result.records, result.rejected_rows) == (len(rows), 0)
+    by_line = {record["source_line"]: record for record in read_fees(result.version_dir)}
+    zs = "".join(SPACES) + " "
+    for line, row in enumerate(rows, start=2):
+        values = [(row.get(name) or "").strip(zs) or None for name in RAW_COLUMNS]
+        record = by_line[line]
+        assert [record[name] for name in RAW_COLUMNS[8:14]] == values[8:14], row["fee_name"]
+        assert (record["exchange"], record["fee_type"]) == ("nyse", "equity")
+        text = json.dumps(values, separators=(",", ":"), ensure_ascii=False)
+        assert record["record_id"] == str(uuid.UUID(hashlib.md5(text.encode()).hexdigest()))
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("delay", [0.2, 0.8, 1.6, 3.0])
 def test_killing_a_real_ingest_midway_leaves_current_intact(tmp_path: Path, delay: float) -> None:
