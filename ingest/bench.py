@@ -2,8 +2,10 @@
 
 Both contenders read the same synthetic CSVs (made once by `make synth`, cached under
 `data/synth/`) in the same run, each in a fresh process, alternating, and the medians are
-compared. Peak memory is the ingest process's maximum resident set size at 10M rows. Results
-are printed and written between the markers of `docs/benchmarks.md`.
+compared. A third contender, the same COPY given the block reuse the ingest configures, is
+reported beside the ratio so that it can be read both ways. Peak memory is the ingest
+process's maximum resident set size at 10M rows. Results are printed and written between the
+markers of `docs/benchmarks.md`.
 """
 
 import argparse
@@ -20,10 +22,15 @@ from pathlib import Path
 
 import duckdb
 
+# argv: the CSV files (comma-separated), the target, and "reuse" to give the COPY the ingest's
+# block reuse (`ingest.pipeline._configure`) as well: that variant is reported beside the
+# ratio, not in it, as the issue's yardstick is the plain COPY.
 PLAIN_COPY = """
 import sys, duckdb
 con = duckdb.connect()
 con.execute("SET memory_limit = '1GB'")
+if sys.argv[3:] == ["reuse"]:
+    con.execute("SET block_allocator_memory = '100%'")
 con.execute("SET temp_directory = '" + sys.argv[2].replace("'", "''") + ".spill'")
 con.execute(
     "COPY (SELECT * FROM read_csv($files, header = true, all_varchar = true)) "
@@ -57,17 +64,29 @@ def run_child(command: list[str]) -> tuple[float, int]:
     return seconds, usage.ru_maxrss // 1024  # ru_maxrss is in KiB on Linux
 
 
-def one_round(raw: Path, registry: Path, scratch: Path) -> tuple[float, float, int]:
+def one_round(raw: Path, registry: Path, scratch: Path) -> tuple[float, float, float]:
+    """Seconds of the plain COPY, of the COPY with block reuse, and of the ingest."""
     files = ",".join(str(path) for path in sorted(raw.glob("*.csv")))
     shutil.rmtree(scratch, ignore_errors=True)
     scratch.mkdir(parents=True)
     copy_s, _ = run_child([sys.executable, "-c", PLAIN_COPY, files, str(scratch / "copy")])
-    ingest_s, rss = run_child(
-        [sys.executable, "-m", "ingest", "--raw", str(raw), "--data", str(scratch / "data"),
-         "--registry", str(registry)]
-    )  # fmt: skip
-    shutil.rmtree(scratch)
-    return copy_s, ingest_s, rss
+    reuse_s, _ = run_child(
+        [sys.executable, "-c", PLAIN_COPY, files, str(scratch / "reuse"), "reuse"]
+    )
+    ingest_s, _ = ingest_once(raw, registry, scratch)
+    return copy_s, reuse_s, ingest_s
+
+
+def ingest_once(raw: Path, registry: Path, scratch: Path) -> tuple[float, int]:
+    """Seconds and peak RSS (MB) of one `python -m ingest` into a fresh data directory."""
+    scratch.mkdir(parents=True, exist_ok=True)
+    try:
+        return run_child(
+            [sys.executable, "-m", "ingest", "--raw", str(raw), "--data", str(scratch / "data"),
+             "--registry", str(registry)]
+        )  # fmt: skip
+    finally:
+        shutil.rmtree(scratch)
 
 
 def machine() -> str:
@@ -96,16 +115,17 @@ def main(argv: list[str] | None = None) -> int:
     raw = ensure_synth(args.rows, args.registry)
     scratch = Path(tempfile.mkdtemp(prefix="bench-ingest-"))
     rounds = [one_round(raw, args.registry, scratch) for _ in range(args.rounds)]
-    copy_s = statistics.median(r[0] for r in rounds)
-    ingest_s = statistics.median(r[1] for r in rounds)
+    copy_s, reuse_s, ingest_s = (statistics.median(r[n] for r in rounds) for n in range(3))
     big = ensure_synth(args.memory_rows, args.registry)
-    _, big_ingest_rss = one_round(big, args.registry, scratch)[1:]
+    _, big_ingest_rss = ingest_once(big, args.registry, scratch)
     result = {
         "machine": machine(),
         "rows": args.rows,
         "copy_seconds": [round(r[0], 2) for r in rounds],
-        "ingest_seconds": [round(r[1], 2) for r in rounds],
+        "reuse_copy_seconds": [round(r[1], 2) for r in rounds],
+        "ingest_seconds": [round(r[2], 2) for r in rounds],
         "ratio": copy_s / ingest_s,
+        "reuse_ratio": reuse_s / ingest_s,
         "memory_rows": args.memory_rows,
         "peak_rss_mb": big_ingest_rss,
     }
@@ -118,6 +138,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def report(result: dict[str, object]) -> str:
     ratio = float(result["ratio"])  # type: ignore[arg-type]
+    reuse_ratio = float(result["reuse_ratio"])  # type: ignore[arg-type]
     rss = int(result["peak_rss_mb"])  # type: ignore[call-overload]
     return "\n".join(
         [
@@ -130,6 +151,10 @@ def report(result: dict[str, object]) -> str:
             f"| validated ingest, same rows (s, per round) | {result['ingest_seconds']} | | |",
             f"| ingest throughput / COPY throughput (medians) | {ratio:.0%} | ≥ 50% | "
             f"{'met' if ratio >= 0.5 else 'not met'} |",
+            "| the COPY given the ingest's block reuse too (s, per round) | "
+            f"{result['reuse_copy_seconds']} | | |",
+            f"| ingest throughput / that COPY's throughput (medians) | "
+            f"{reuse_ratio:.0%} | (not the target's yardstick) | |",
             f"| peak RSS of the ingest at {result['memory_rows']:,} rows | {rss:,} MB | "
             f"< 2,048 MB | {'met' if rss < 2048 else 'not met'} |",
         ]

@@ -269,6 +269,10 @@ def _build(
 def _configure(con: duckdb.DuckDBPyConnection, work: Path, memory_limit: str) -> None:
     """Bound memory (spilling to `work`) so a 10M-row input fits a small machine."""
     con.execute(f"SET memory_limit = {stage.sql_string(memory_limit)}")
+    # Blocks are kept for reuse, up to the memory limit (100% of it, once it is set), instead of
+    # going back to the system and being faulted in again (5M rows: the sort 0.7 s faster,
+    # 1.5 CPU-seconds less; peak memory unchanged, since the limit already bounds them).
+    con.execute("SET block_allocator_memory = '100%'")
     con.execute(f"SET temp_directory = {stage.sql_string(str(work / 'spill'))}")
     con.execute("SET enable_progress_bar = false")
 

@@ -79,7 +79,7 @@ def _trimmed(column: str) -> str:
 
 
 TRIMMED_ROWS: Final = f"""
-SELECT file_no, ordinal, raw_json, untouched, {', '.join(_trimmed(name) for name in RAW_COLUMNS)}
+SELECT file_no, ordinal, raw_json, untouched, {", ".join(_trimmed(name) for name in RAW_COLUMNS)}
 FROM (
     SELECT *, {UNTOUCHED} AS untouched
     FROM (SELECT *, {RAW_JSON} AS raw_json FROM {RAW_ROWS})
