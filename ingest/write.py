@@ -37,11 +37,15 @@ AMOUNT: Final = f"""CASE WHEN plain THEN
     )
 END"""
 
-# The normalised unit of a plain amount's printed basis.
-UNIT: Final = (
-    "CASE WHEN plain THEN"
-    " nullif(trim(regexp_replace(lower(fee_basis), '[^a-z0-9%]+', '_', 'g'), '_'), '') END"
-)
+# The normalised unit of a plain amount's printed basis: lower case, each run of other
+# characters one `_`. Most bases are already lower-case words between single spaces, and for
+# them that is a plain replace: testing for it first costs less than the general rewrite
+# (5M rows: 0.38 s against 0.65 s).
+NORMALISED: Final = r"[a-z0-9%]+(?: [a-z0-9%]+)*"
+UNIT: Final = f"""CASE WHEN plain THEN
+    CASE WHEN regexp_full_match(fee_basis, '{NORMALISED}') THEN replace(fee_basis, ' ', '_')
+    ELSE nullif(trim(regexp_replace(lower(fee_basis), '[^a-z0-9%]+', '_', 'g'), '_'), '') END
+END"""
 
 # What each published column is made of; columns not listed are copied as they are. The sorted
 # table keeps `record_id` as a 16-byte UUID (it sorts in the same order as its
