@@ -189,22 +189,20 @@ def files_with_rejects(con: duckdb.DuckDBPyConnection) -> list[int]:
     return [int(number) for (number,) in con.execute(FILES_WITH_REJECTS).fetchall()]
 
 
-DUPLICATES: Final = f"SELECT count(*) - count(DISTINCT record_id) FROM {RECORDS}"
-# All but the first row of each content id (the first has the lowest rowid: `SORT_RECORDS`).
-DELETE_LATER_DUPLICATES: Final = f"""
-DELETE FROM {RECORDS}
-WHERE rowid IN (
-    SELECT records.rowid
-    FROM {RECORDS} AS records
-    JOIN (
-        SELECT record_id, min(rowid) AS first_row
-        FROM {RECORDS}
-        GROUP BY record_id
-        HAVING count(*) > 1
-    ) AS repeated USING (record_id)
-    WHERE records.rowid > repeated.first_row
-)
+# Exact duplicates have the same sort key up to their file and ordinal (`SORT_RECORDS`), so they
+# are next to each other in the table, the first read first: a later duplicate is a row whose
+# id is the row before's. A streaming window reads the table in its order (5M rows: 0.01 s to
+# count them, against 0.4-0.6 s for count(DISTINCT record_id)).
+LATER_DUPLICATES: Final = f"""
+SELECT rowid AS position
+FROM (SELECT rowid, record_id, lag(record_id) OVER () AS id_before FROM {RECORDS})
+WHERE record_id = id_before
 """
+DUPLICATES: Final = f"SELECT count(*) FROM ({LATER_DUPLICATES})"
+DELETE_LATER_DUPLICATES: Final = (
+    f"DELETE FROM {RECORDS} WHERE rowid IN (SELECT position FROM ({LATER_DUPLICATES}))"
+)
+
 # A plain scan keeps the table's order (and skips deleted rows), so the copy's rowids are again
 # the records' positions, with no gaps.
 COPY_FIRSTS: Final = f"CREATE TABLE firsts.rows AS SELECT * FROM {RECORDS}"
