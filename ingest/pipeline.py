@@ -20,7 +20,6 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
-from botocore.exceptions import BotoCoreError, ClientError
 from tqdm import tqdm
 
 from ingest import publish, rollups, serving, stage, write
@@ -35,7 +34,7 @@ from ingest.rawfiles import (
 )
 from ingest.registry import Venue, load_registry
 from ingest.schema import SCHEMA_VERSION
-from ingest.storage import is_s3, open_storage
+from ingest.storage import is_s3, open_storage, s3_errors
 
 LINE_MAP_BATCH = 100_000
 HASHING_THREADS = 16
@@ -153,7 +152,7 @@ def _storage_errors(data_dir: Path, location: Path | str) -> Iterator[None]:
     S3 request that failed (no such bucket, access denied, no connection), naming the URL."""
     try:
         yield
-    except (BotoCoreError, ClientError) as error:
+    except s3_errors() as error:  # evaluated only as an error passes: botocore loads lazily
         raise StorageFailed(location, str(error).splitlines()[0]) from error
     except (OSError, duckdb.Error) as error:
         failure = _storage_failure(error, data_dir)

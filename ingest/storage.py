@@ -18,6 +18,7 @@ ingest into one prefix at once.
 
 import json
 import os
+import sys
 import tempfile
 from collections.abc import Iterator
 from contextlib import AbstractContextManager
@@ -25,9 +26,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
-
-import boto3
-from botocore.exceptions import ClientError
 
 from ingest import publish
 
@@ -82,6 +80,8 @@ class S3Storage:
     def __post_init__(self) -> None:
         self.bucket, self.prefix = split_s3(self.url)
         self.root = Path(tempfile.gettempdir()) / "fees-ingest" / self.bucket / self.prefix
+        import boto3  # here, not at the top: loading it costs every local run 90 ms
+
         self._s3 = boto3.client("s3", endpoint_url=self.endpoint_url)
 
     def key(self, *parts: str) -> str:
@@ -161,6 +161,8 @@ class S3Storage:
 
     def _get(self, key: str) -> bytes | None:
         """The object's body, or None if there is no such object."""
+        from botocore.exceptions import ClientError  # loaded with boto3 (`__post_init__`)
+
         try:
             response = self._s3.get_object(Bucket=self.bucket, Key=key)
         except ClientError as error:
@@ -172,6 +174,12 @@ class S3Storage:
 
 
 Storage = LocalStorage | S3Storage
+
+
+def s3_errors() -> tuple[type[Exception], ...]:
+    """botocore's errors, once an `S3Storage` has loaded it (nothing can raise them before)."""
+    loaded = sys.modules.get("botocore.exceptions")
+    return () if loaded is None else (loaded.BotoCoreError, loaded.ClientError)
 
 
 def open_storage(location: Path | str, *, s3_endpoint_url: str | None = None) -> Storage:
