@@ -157,7 +157,7 @@ def test_manifest_counts_rows_rejects_and_duplicates(fixture_version: IngestResu
         ("$27.80", "per $1M of sales", Decimal("27.80"), "USD", "per_1m_of_sales"),
         ("$0.0030", "per  share", Decimal("0.0030"), "USD", "per_share"),
         ("$0.05", "per 1% of volume", Decimal("0.05"), "USD", "per_1%_of_volume"),
-        ("$0.05", "per contract ×2", Decimal("0.05"), "USD", "per_contract_2"),
+        ("$0.05", "per contract \u00d72", Decimal("0.05"), "USD", "per_contract_2"),
         ("$0.00000001", "", Decimal("0.00000001"), "USD", None),
         ("$0.000000001", "per share", None, None, None),
         ("0.30% of TDV", "", None, None, None),
@@ -425,7 +425,6 @@ def test_record_id_is_the_md5_of_the_raw_values_in_uuid_form(tmp_path: Path) -> 
     values = [row.get(name) or None for name in RAW_COLUMNS]
     text = json.dumps(values, separators=(",", ":"), ensure_ascii=False)
     assert record["record_id"] == str(uuid.UUID(hashlib.md5(text.encode()).hexdigest()))
-
 
 
 # Space separators (Unicode category Zs) that trim() removes from either end of a value.
