@@ -159,7 +159,7 @@ def _value_rules(column: str) -> list[str]:
     if column == "exchange":
         # A list, not a subquery: a join in the main query could be planned with the raw rows
         # (whose count DuckDB cannot know) as its build side.
-        rules.append("WHEN NOT list_contains($venues, exchange) THEN 'unknown venue code'")
+        rules.append("WHEN NOT list_contains($exchange, exchange) THEN 'unknown venue code'")
     if column in VOCABULARIES:
         allowed = ", ".join(VOCABULARIES[column])
         rules.append(f"WHEN NOT list_contains(${column}, {column}) THEN 'not one of: {allowed}'")
@@ -205,9 +205,14 @@ WHERE reason IS NOT NULL
 CHECKS: Final = tuple(_check(number, column) for number, column in CHECKED)
 
 
+def allowed_values(venues: list[str]) -> dict[str, list[str]]:
+    """The values each closed column may hold: the registry's venue codes, the vocabularies."""
+    return {"exchange": venues} | {column: list(values) for column, values in VOCABULARIES.items()}
+
+
 def rule_parameters(statement: str, venues: list[str]) -> dict[str, list[str]]:
-    """The value lists a statement's rules name (`$venues`, `$fee_type`, ...)."""
-    lists = {"venues": venues} | {column: list(values) for column, values in VOCABULARIES.items()}
+    """The value lists a statement's rules name (`$exchange`, `$fee_type`, ...)."""
+    lists = allowed_values(venues)
     return {name: values for name, values in lists.items() if f"${name}" in statement}
 
 
@@ -254,12 +259,13 @@ class RawRows:
             reader.execute("SET threads = 1")
             # A streaming read of one file: a few buffers, held apart from the main query's.
             reader.execute(f"SET memory_limit = '{READER_MEMORY}'")
-            total = sum(path.stat().st_size for path in self.paths.values())
+            sizes = {number: path.stat().st_size for number, path in self.paths.items()}
+            total = sum(sizes.values())
             # disable=None: a bar in a terminal only, so CI and pipes stay quiet.
             with tqdm(total=total, unit="B", unit_scale=True, desc="reading", disable=None) as bar:
                 for number, path in self.paths.items():
                     yield from self._file(reader, number, path)
-                    bar.update(path.stat().st_size)
+                    bar.update(sizes[number])
         finally:
             reader.close()
 

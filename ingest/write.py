@@ -22,7 +22,15 @@ import duckdb
 
 from ingest.schema import FEE_COLUMNS, VOCABULARIES
 from ingest.serving import DETACH, RECORDS, SERVING_FILE, attach
-from ingest.stage import BROKEN, RECORD_ID, TRIMMED_ROWS, RawRows, rule_parameters, sql_string
+from ingest.stage import (
+    BROKEN,
+    RECORD_ID,
+    TRIMMED_ROWS,
+    RawRows,
+    allowed_values,
+    rule_parameters,
+    sql_string,
+)
 
 # A plain money figure: `$0.0030`, `($0.0020)`, `-$0.25`, `$1,500.00` (docs/raw-format.md).
 MONEY: Final = r"(?:[0-9]{1,3}(?:,[0-9]{3})+|[0-9]{1,12})(?:\.[0-9]{1,8})?"
@@ -48,9 +56,9 @@ UNIT: Final = f"""CASE WHEN plain THEN
 END"""
 
 # What each published column is made of; columns not listed are copied as they are. The sorted
-# table keeps `record_id` as a 16-byte UUID (it sorts in the same order as its
-# text, and the sort carrying it was 2.3 s faster at 5M rows than one carrying 36-character
-# text); the Parquet files and every answer hold its text (`SELECT_VENUE`, `TEXT_ID`).
+# table keeps `record_id` as a 16-byte UUID (it sorts in the same order as its text, and the
+# sort carrying it was 2.3 s faster at 5M rows than one carrying 36-character text); the
+# Parquet files and every answer hold its text (`SELECT_VENUE`, `TEXT_ID`).
 DERIVED: Final = {
     "amount": AMOUNT,
     "currency": "CASE WHEN plain THEN 'USD' END",
@@ -70,10 +78,10 @@ DERIVED: Final = {
 # `tests/test_ingest.py` checks the order of a table of several row groups.
 AFTER_SORT: Final = ("amount", "currency", "unit", "source_file", "source_line")
 
-# Columns of a known set of values (venue codes, vocabularies) go through the sort as ENUMs:
-# one byte each instead of a string (5M rows: the query 1.2-1.4 s faster, 2.5 CPU-seconds less).
-# Each ENUM lists its values sorted, so it orders as its text does; a kept row's value is
-# always among them, as the rules reject any other.
+# Columns of a known set of values (`ingest.stage.allowed_values`: venue codes, vocabularies) go
+# through the sort as ENUMs: one byte each instead of a string (5M rows: the query 1.2-1.4 s
+# faster, 2.5 CPU-seconds less). Each ENUM lists its values sorted, so it orders as its text
+# does; a kept row's value is always among them, as the rules reject any other.
 ENUMERATED: Final = ("exchange", *VOCABULARIES)
 CREATE_ENUM: Final = "CREATE TYPE {column}_value AS ENUM (SELECT unnest(list_sort($values)))"
 
@@ -145,8 +153,7 @@ def sort_records(
 ) -> int:
     """Read, check, derive and sort every valid row into `RECORDS` (the serving file must be
     attached: `ingest.serving.attach`); returns the count of rows kept."""
-    for column in ENUMERATED:
-        values = venues if column == "exchange" else list(VOCABULARIES[column])
+    for column, values in allowed_values(venues).items():
         con.execute(CREATE_ENUM.format(column=column), {"values": values})
     parameters = rule_parameters(SORT_RECORDS, venues) | {
         "paths": paths,

@@ -380,9 +380,10 @@ def test_each_venue_file_is_in_publishing_order(tmp_path: Path) -> None:
 
 
 def test_lines_rejects_and_duplicates_hold_across_many_batches(tmp_path: Path) -> None:
-    """Rows are numbered by two reader threads in batches of 122,880; rejected and duplicate
-    rows are dealt with after the sort. Synthetic fee names end in `#<row number>`, so every
-    record's line can be checked, and the serving table must stay gapless and in order."""
+    """Rows are numbered by a one-thread reader in Arrow batches of 122,880; rejected and
+    duplicate rows are dealt with after the sort. Synthetic fee names end in `#<row number>`,
+    so every record's line can be checked, and the serving table must stay gapless and in
+    order."""
     raw = tmp_path / "raw"
     synth.generate(
         rows=300_000, out=raw, registry=REPO / "data" / "exchanges.csv", rows_per_file=150_000
