@@ -30,8 +30,8 @@ $(VENV)/.installed: pyproject.toml
 
 setup: $(VENV)/.installed ## Create .venv and install the pinned dependencies
 
-run: setup ## Ingest the embedded data if nothing is published, then serve on 127.0.0.1:$(PORT)
-	@test -e $(DATA)/current || $(FEES) ingest --raw $(RAW) --data $(DATA) --registry $(REGISTRY)
+run: setup ## Ingest the embedded data if nothing servable is published, then serve on :$(PORT)
+	$(FEES) ingest --raw $(RAW) --data $(DATA) --registry $(REGISTRY) --if-stale
 	FEES_DOCS_KEY=demo-key $(FEES) serve --port $(PORT) --workers $(WORKERS)
 
 test: setup ## Lint, type-check and run every test

@@ -22,6 +22,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--registry", type=Path, default=Path("data/exchanges.csv"))
     parser.add_argument("--strict", action="store_true", help="fail if any row is rejected")
+    parser.add_argument(
+        "--if-stale",
+        action="store_true",
+        help="publish only if no version is current, or the current one is of another schema",
+    )
     parser.add_argument("--keep", type=at_least_one, default=3, help="versions to keep (>= 1)")
     parser.add_argument("--memory-limit", type=memory_limit, default="1GB", help="DuckDB's")
 
@@ -37,6 +42,7 @@ def run(args: argparse.Namespace) -> int:
             keep=args.keep,
             memory_limit=args.memory_limit,
             s3_endpoint_url=args.s3_endpoint_url,
+            if_stale=args.if_stale,
         )
     except IngestError as error:
         print(f"ingest failed: {error}", file=sys.stderr)
@@ -67,7 +73,9 @@ def memory_limit(text: str) -> str:
 def summary(result: IngestResult, seconds: float) -> str:
     pruned = [f"  pruned           {', '.join(result.pruned)}"] if result.pruned else []
     if not result.changed:
-        unchanged = f"nothing changed: version {result.version_id} is current; nothing published"
+        unchanged = (
+            f"{result.unchanged_because}: version {result.version_id} is current; nothing published"
+        )
         return "\n".join([unchanged, *pruned])
     lines = [
         f"published version {result.version_id} in {seconds:.1f} s",

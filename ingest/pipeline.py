@@ -50,6 +50,7 @@ class RawFile:
     shown: str  # path relative to the raw directory, as reported and stored
     sha256: str
     newlines: int
+    columns: tuple[str, ...]  # its header: one of `schema.RAW_LAYOUTS`
 
 
 @dataclass
@@ -64,6 +65,7 @@ class IngestResult:
     duplicates: int = 0
     pruned: list[str] = field(default_factory=list)
     first_rejects: list[dict[str, Any]] = field(default_factory=list)
+    unchanged_because: str = "nothing changed"  # why nothing was published, when it was not
 
 
 def run_ingest(
@@ -76,9 +78,12 @@ def run_ingest(
     memory_limit: str = "1GB",
     now: datetime | None = None,
     s3_endpoint_url: str | None = None,
+    if_stale: bool = False,
 ) -> IngestResult:
     """Validate `raw_dir` and publish it as a new version of `data_dir` (a directory or an
-    `s3://bucket/prefix` URL, `ingest.storage`), unless unchanged."""
+    `s3://bucket/prefix` URL, `ingest.storage`), unless unchanged. With `if_stale`, publish only
+    when no version is current or the current one is of another schema (`make run`: it never
+    replaces data ingested from elsewhere, but does rebuild what this code cannot serve)."""
     venues = load_registry(registry)
     # hashlib releases the GIL on large buffers, so files are read on every core at once
     # (five 280 MB files: 1.6 s on one thread, 1.0 s on two). A thread per file (up to
@@ -93,7 +98,13 @@ def run_ingest(
     storage = open_storage(data_dir, s3_endpoint_url=s3_endpoint_url)
     with _storage_errors(storage.root, data_dir), storage.lock():
         current = storage.current_version()
-        if current is not None and storage.manifest(current)["input_digest"] == digest:
+        manifest = storage.manifest(current) if current is not None else {}
+        if if_stale and manifest.get("schema_version") == SCHEMA_VERSION:
+            return IngestResult(
+                changed=False, version_id=str(current), version_dir=_where(data_dir, str(current)),
+                unchanged_because=f"a version of schema {SCHEMA_VERSION} is current (--if-stale)",
+            )  # fmt: skip
+        if current is not None and manifest["input_digest"] == digest:
             # Pruned all the same: a run killed between its switch and its prune leaves one
             # version too many, and rerunning it is how that is put right.
             pruned = storage.prune(keep=keep)
@@ -288,9 +299,9 @@ def _phase(message: str) -> None:
 
 def _inspect(path: Path, raw_dir: Path) -> RawFile:
     shown = path.relative_to(raw_dir).as_posix()
-    check_header(path, shown)
+    columns = check_header(path, shown)
     sha256, newlines = digest_and_newlines(path)
-    return RawFile(path, shown, sha256, newlines)
+    return RawFile(path, shown, sha256, newlines, columns)
 
 
 def _input_digest(registry: Path, files: list[RawFile]) -> str:
@@ -313,7 +324,12 @@ def _raw_rows(files: list[RawFile], numbers: Iterable[int]) -> stage.RawRows:
             return error  # a full disk, say: not the file's fault
         return _malformed(files[file_no], error)
 
-    return stage.RawRows({number: files[number].path for number in numbers}, failure)
+    chosen = [(number, files[number]) for number in numbers]
+    return stage.RawRows(
+        paths={number: raw.path for number, raw in chosen},
+        layouts={number: raw.columns for number, raw in chosen},
+        failure=failure,
+    )
 
 
 def _record_files(
@@ -334,7 +350,7 @@ def _record_files(
 
 def _malformed(raw: RawFile, error: duckdb.Error) -> MalformedFile:
     """DuckDB refused the file: name the exact line if a plain walk of the file finds it."""
-    found = find_malformation(raw.path, raw.shown)
+    found = find_malformation(raw.path, raw.shown, len(raw.columns))
     if found is not None:
         return found
     return MalformedFile(raw.shown, None, str(error).splitlines()[0])

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TextIO
 
 from ingest.errors import MalformedFile
-from ingest.schema import RAW_COLUMNS
+from ingest.schema import RAW_COLUMNS, RAW_LAYOUTS, V1_RAW_COLUMNS
 
 CHUNK = 1 << 22
 
@@ -34,7 +34,8 @@ def digest_and_newlines(path: Path) -> tuple[str, int]:
     return sha.hexdigest(), newlines
 
 
-def check_header(path: Path, shown: str) -> None:
+def check_header(path: Path, shown: str) -> tuple[str, ...]:
+    """The file's columns: one of the layouts a raw file may have (`RAW_LAYOUTS`)."""
     with path.open("rb") as handle:
         first = handle.readline()  # only the header line: later bytes are DuckDB's to judge
     if not first:
@@ -43,8 +44,22 @@ def check_header(path: Path, shown: str) -> None:
         header = next(csv.reader([first.decode("utf-8-sig")]))
     except UnicodeDecodeError:
         raise MalformedFile(shown, 1, "header is not UTF-8") from None
-    if [name.strip() for name in header] != list(RAW_COLUMNS):
-        raise MalformedFile(shown, 1, f"header must be exactly: {','.join(RAW_COLUMNS)}")
+    names = tuple(name.strip() for name in header)
+    if names in RAW_LAYOUTS:
+        return names
+    missing = [name for name in RAW_COLUMNS if name not in names]
+    unknown = [name for name in names if name not in RAW_COLUMNS]
+    differences = [
+        f"{what}: {', '.join(found)}"
+        for what, found in (("missing", missing), ("unknown", unknown))
+        if found
+    ] or ["the columns are out of order"]
+    raise MalformedFile(
+        shown,
+        1,
+        f"header must be exactly: {','.join(RAW_COLUMNS)} (or schema 1's, which stops after "
+        f"{V1_RAW_COLUMNS[-1]}); {'; '.join(differences)}",
+    )
 
 
 def is_regular(newlines: int, records: int) -> bool:
@@ -72,16 +87,15 @@ def record_lines(path: Path) -> Iterator[tuple[int, int]]:
             yield ordinal, start
 
 
-def find_malformation(path: Path, shown: str) -> MalformedFile | None:
-    """The first structural fault of a file with its exact line, or None if Python finds none."""
+def find_malformation(path: Path, shown: str, width: int) -> MalformedFile | None:
+    """The first structural fault of a file of `width` columns with its exact line, or None if
+    Python finds none."""
     last_end = 0
     try:
         with path.open(newline="", encoding="utf-8-sig", errors="strict") as handle:
             for start, end, row in _records(handle):
-                if len(row) != len(RAW_COLUMNS):
-                    return MalformedFile(
-                        shown, start, f"expected {len(RAW_COLUMNS)} fields, found {len(row)}"
-                    )
+                if len(row) != width:
+                    return MalformedFile(shown, start, f"expected {width} fields, found {len(row)}")
                 last_end = end  # a parse error is in the record after this one
     except UnicodeDecodeError:
         return MalformedFile(shown, _undecodable_line(path), "bytes are not valid UTF-8")

@@ -7,9 +7,10 @@ schedule. It mixes two kinds of line:
   from public material (exchange schedules, filings, regulators' notices, broker pass-through
   tables). They keep their printed amount, effective dates, source document and URL, and the
   reference notes' flags in `notes` ([U] uncertain, [D] derived date, [S] secondary source,
-  [T] tiered). A fact whose venue is `@equity` or `@option` (SEC Section 31, FINRA TAF, CAT
-  fees) is repeated on every schedule of that asset class. Facts are clipped to the period of
-  the schedule they are placed on; a clipped start is said so in `notes`.
+  [T] tiered), and the detail columns (symbols, participant details, ...) where the fact's
+  own text names them. A fact whose venue is `@equity` or `@option` (SEC Section 31, FINRA
+  TAF, CAT fees) is repeated on every schedule of that asset class. Facts are clipped to the
+  period of the schedule they are placed on; a clipped start is said so in `notes`.
 - **Illustrative lines** come from `data/facts/templates.csv`: plausible line items expanded
   over each schedule's publication dates (a few a year, listed in `data/facts/schedules.csv`).
   At each new schedule a line keeps its amount or moves by one or two steps, so a changed fee
@@ -43,7 +44,7 @@ from datetime import date, timedelta
 from decimal import Decimal
 from pathlib import Path
 
-from ingest.schema import RAW_COLUMNS
+from ingest.schema import DETAIL_COLUMNS, RAW_COLUMNS
 
 ROOT = Path(__file__).resolve().parent.parent
 FACTS_DIR = ROOT / "data" / "facts"
@@ -139,6 +140,13 @@ class Record:
     source_document: str
     source_url: str
     page_number: str
+    action_details: str = ""
+    participant_details: str = ""
+    volume_criteria: str = ""
+    symbols: str = ""
+    excluded_symbols: str = ""
+    exclusions: str = ""
+    extra_info: str = ""
 
 
 Amount = tuple[Decimal, ...]
@@ -255,6 +263,7 @@ def fact_record(fact: dict[str, str], schedule: Schedule, start: date, end: date
         source_document=fact["source_document"],
         source_url=fact["source_url"],
         page_number="",
+        **{column: fact[column] for column in DETAIL_COLUMNS},
     )
 
 

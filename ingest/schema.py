@@ -7,9 +7,12 @@ the same facts for people; `tests/test_schema_docs.py` keeps them in step.
 
 from typing import Final
 
-SCHEMA_VERSION: Final = 1
+# 2: the seven detail columns (`DETAIL_COLUMNS`), in the raw format and the Parquet.
+SCHEMA_VERSION: Final = 2
 
-RAW_COLUMNS: Final = (
+# The raw columns of schema 1, which a raw file may still use as its header: its rows are read
+# with the detail columns empty, and keep the record ids they had (`ingest.stage.RECORD_ID`).
+V1_RAW_COLUMNS: Final = (
     "exchange",
     "fee_type",
     "fee_category",
@@ -30,6 +33,24 @@ RAW_COLUMNS: Final = (
     "source_url",
     "page_number",
 )
+
+# What a line applies to beyond the vocabularies, as the schedule words it (the details of the
+# compatible service's record, `docs/raw-format.md`). Optional free text, appended after the
+# schema 1 columns so that a row without them has the content id it had before.
+DETAIL_COLUMNS: Final = (
+    "action_details",
+    "participant_details",
+    "volume_criteria",
+    "symbols",
+    "excluded_symbols",
+    "exclusions",
+    "extra_info",
+)
+
+RAW_COLUMNS: Final = (*V1_RAW_COLUMNS, *DETAIL_COLUMNS)
+
+# The headers a raw file may have: the current columns, or schema 1's.
+RAW_LAYOUTS: Final = (RAW_COLUMNS, V1_RAW_COLUMNS)
 
 REQUIRED: Final = frozenset(
     {
@@ -99,8 +120,15 @@ FEE_COLUMNS: Final[tuple[tuple[str, str], ...]] = (
     ("unit", "VARCHAR"),
     ("fee_basis", "VARCHAR"),
     ("volume_tier", "VARCHAR"),
+    ("volume_criteria", "VARCHAR"),
+    ("action_details", "VARCHAR"),
+    ("participant_details", "VARCHAR"),
+    ("symbols", "VARCHAR"),
+    ("excluded_symbols", "VARCHAR"),
     ("conditions", "VARCHAR"),
+    ("exclusions", "VARCHAR"),
     ("notes", "VARCHAR"),
+    ("extra_info", "VARCHAR"),
     ("effective_start", "DATE"),
     ("effective_end", "DATE"),
     ("source_document", "VARCHAR"),

@@ -22,19 +22,28 @@ import duckdb
 import pyarrow as pa
 from tqdm import tqdm
 
-from ingest.schema import DATE_COLUMNS, RAW_COLUMNS, REQUIRED, VOCABULARIES
+from ingest.schema import (
+    DATE_COLUMNS,
+    DETAIL_COLUMNS,
+    RAW_COLUMNS,
+    RAW_LAYOUTS,
+    REQUIRED,
+    V1_RAW_COLUMNS,
+    VOCABULARIES,
+)
 
 # The registered name of the Arrow batches the main query and the rejects query read.
 RAW_ROWS: Final = "raw_rows"
 
 # One file on one thread (`RawRows` sets `threads = 1`), so its rows come in file order and
 # row_number() is the ordinal. (Not `parallel = false`: that reader silently drops a last row
-# whose quote is never closed, where this one reports the file as malformed.)
+# whose quote is never closed, where this one reports the file as malformed.) A file of an older
+# layout (`RAW_LAYOUTS`) gives NULL for the columns it lacks.
 READ_FILE: Final = """
 SELECT
     CAST($file_no AS INTEGER) AS file_no,
     row_number() OVER () AS ordinal,
-    *
+    {projection}
 FROM read_csv(
     $path,
     header = true,
@@ -47,20 +56,44 @@ FROM read_csv(
     null_padding = false
 )
 """
+
+
+def _read_file(layout: tuple[str, ...]) -> str:
+    present = set(layout)
+    return READ_FILE.format(
+        projection=", ".join(
+            name if name in present else f"CAST(NULL AS VARCHAR) AS {name}" for name in RAW_COLUMNS
+        )
+    )
+
+
+# The statement reading a file, by its layout (the identifiers come only from `RAW_COLUMNS`).
+READ_FILES: Final[dict[tuple[str, ...], str]] = {
+    layout: _read_file(layout) for layout in RAW_LAYOUTS
+}
 READ_SCHEMA: Final = pa.schema(
     [("file_no", pa.int32()), ("ordinal", pa.int64())]
     + [(name, pa.string()) for name in RAW_COLUMNS]
 )
-COLUMNS: Final = dict.fromkeys(RAW_COLUMNS, "VARCHAR")
 READER_MEMORY: Final = "256MB"
 BATCH_ROWS: Final = 122_880  # Arrow batches of one DuckDB row group each
 
 
-# The JSON array of a row's raw values: the text the content id hashes (`RECORD_ID`), and the
-# test of whether any value needs trimming. JSON keeps null apart from "" and quotes every
-# value, so no two different rows share it. json_array() writes the same text as to_json() of
-# a list, without building the list first (5M rows: 0.8 CPU-seconds less).
-RAW_JSON: Final = f"json_array({', '.join(RAW_COLUMNS)})"
+# A row's JSON text: the JSON array of its schema 1 values, followed by the JSON array of its
+# detail values (`DETAIL_COLUMNS`, added by schema 2) when any is filled. It is the text the
+# content id hashes (`RECORD_ID`), so a row without details keeps the id schema 1 gave it, and
+# the test of whether any value needs trimming. JSON keeps null apart from "" and quotes every
+# value, and an array's text ends where it closes, so no two different rows share it.
+# json_array() writes the same text as to_json() of a list, without building the list first
+# (5M rows: 0.8 CPU-seconds less). Most rows have no details, and for them this is the one
+# array, as before schema 2 (1M rows: hashing every row's 26 values, then cutting the empty
+# details off the text, cost 5% more wall time).
+# (Text, not JSON: two arrays in a row are not one JSON document.)
+V1_JSON: Final = f"CAST(json_array({', '.join(V1_RAW_COLUMNS)}) AS VARCHAR)"
+RAW_JSON: Final = f"""CASE
+    WHEN {" AND ".join(f"{name} IS NULL" for name in DETAIL_COLUMNS)} THEN {V1_JSON}
+    ELSE {V1_JSON} || json_array({", ".join(DETAIL_COLUMNS)})
+END"""
 
 # Surrounding spaces are removed and an empty value becomes NULL (the reader already reads an
 # empty field as NULL). trim() removes only space separators, ASCII or not. A row none of whose
@@ -86,9 +119,9 @@ FROM (
 )
 """
 
-# The content id: md5 of the JSON array of the trimmed values, held as a UUID (16 bytes to sort
-# and join on; its text is the md5 hex digits in 8-4-4-4-12 groups). An untouched row's
-# trimmed values are its raw values, so their JSON is already made.
+# The content id: md5 of the row's JSON text (`RAW_JSON`) over its trimmed values, held as a
+# UUID (16 bytes to sort and join on; its text is the md5 hex digits in 8-4-4-4-12 groups). An
+# untouched row's trimmed values are its raw values, so their JSON is already made.
 RECORD_ID: Final = f"""CAST(
     md5(CASE WHEN untouched THEN raw_json ELSE {RAW_JSON} END) AS UUID
 )"""
@@ -233,6 +266,7 @@ class RawRows:
     that has lost the cause, so the cause is kept here and raised instead (`scanned_by`)."""
 
     paths: dict[int, Path]  # by file number
+    layouts: dict[int, tuple[str, ...]]  # each file's columns (`RAW_LAYOUTS`), by file number
     failure: Callable[[int, duckdb.Error], Exception]  # a refused file's error, by its number
     records: dict[int, int] = field(default_factory=dict)  # by file number, once all are read
     _error: Exception | None = field(default=None, init=False)
@@ -273,8 +307,14 @@ class RawRows:
         self, reader: duckdb.DuckDBPyConnection, number: int, path: Path
     ) -> Iterator[pa.RecordBatch]:
         try:
+            layout = self.layouts[number]
             result = reader.sql(
-                READ_FILE, params={"file_no": number, "path": str(path), "columns": COLUMNS}
+                READ_FILES[layout],
+                params={
+                    "file_no": number,
+                    "path": str(path),
+                    "columns": dict.fromkeys(layout, "VARCHAR"),
+                },
             )
             for batch in result.to_arrow_reader(BATCH_ROWS):
                 self.records[number] += batch.num_rows

@@ -114,7 +114,14 @@ drawn AS (
         -- correctly rounded, so this is exact and platform-independent for integers < 9216.
         floor(sqrt(h6 % 9216))::BIGINT AS start_boundary,
         (h6 // 9216) % 100 AS u_open_ended,
-        (h6 // 921600) % 24 AS extra_months
+        (h6 // 921600) % 24 AS extra_months,
+        h7 % 100 AS u_action_details,
+        (h7 // 100) % 100 AS u_participant_details,
+        (h7 // 10000) % 100 AS u_volume_criteria,
+        (h7 // 1000000) % 100 AS u_symbols,
+        (h7 // 100000000) % 40 AS u_excluded,
+        h8 % 100 AS u_exclusions,
+        (h8 // 100) % 100 AS u_extra_info
     FROM (
         SELECT
             i,
@@ -123,7 +130,9 @@ drawn AS (
             synth_h(k, 3) AS h3,
             synth_h(k, 4) AS h4,
             synth_h(k, 5) AS h5,
-            synth_h(k, 6) AS h6
+            synth_h(k, 6) AS h6,
+            synth_h(k, 7) AS h7,
+            synth_h(k, 8) AS h8
         FROM keyed
     )
 ),
@@ -327,7 +336,35 @@ SELECT
         || ' 1, ' || year(start_date) AS source_document,
     'https://fees.example.com/' || lower(exchange) || '/' || fee_type || '-fee-schedule-'
         || strftime(start_date, '%Y-%m') || '.pdf' AS source_url,
-    page_number
+    page_number,
+    -- The detail columns, sparse as in real schedules: most lines need none of them.
+    CASE
+        WHEN u_action_details >= 20 THEN NULL
+        WHEN action = 'make' THEN 'Adding displayed liquidity'
+        WHEN action = 'take' THEN 'Removing liquidity, including routed-and-returned orders'
+        ELSE 'Orders executed in the ' || ['opening', 'closing', 'halt'][1 + u_label % 3]
+            || ' cross'
+    END AS action_details,
+    CASE
+        WHEN u_participant_details >= 10 THEN NULL
+        WHEN participant = 'market_maker' THEN 'Designated Market Maker (DMM)'
+        ELSE 'Members in the Retail Liquidity Program'
+    END AS participant_details,
+    CASE
+        WHEN volume_tier IS NULL OR u_volume_criteria >= 50 THEN NULL
+        WHEN fee_type = 'equity' THEN 'Consolidated ADV (shares)'
+        ELSE 'National customer ADV in multiply-listed options'
+    END AS volume_criteria,
+    CASE
+        WHEN fee_type = 'equity' OR u_symbols >= 8 THEN NULL
+        ELSE ['SPY, QQQ, IWM', 'SPX, VIX', 'AAPL, TSLA, NVDA'][1 + u_symbols % 3]
+    END AS symbols,
+    CASE WHEN u_excluded < 2 AND fee_type = 'option' THEN 'SPX, VIX, XSP' END AS excluded_symbols,
+    CASE
+        WHEN u_exclusions < 5 THEN 'Excludes QCCs and transactions described in Endnote 12'
+    END AS exclusions,
+    CASE WHEN u_extra_info < 5 THEN 'Payable to the first billable side, "Member" only'
+    END AS extra_info
 FROM dated
 -- Explicit order by the row number keeps files byte-identical with any thread count.
 ORDER BY i

@@ -32,6 +32,7 @@ import pyarrow.parquet as pq
 
 from ingest.publish import read_manifest
 from ingest.rollups import COUNTED
+from ingest.schema import SCHEMA_VERSION
 from ingest.serving import INDEX_DIR, SERVING_FILE
 from ingest.stage import sql_string
 from service import memory, queries
@@ -54,7 +55,8 @@ FILE_FAULTS = (duckdb.IOException, duckdb.InvalidInputException)
 
 
 class DamagedVersion(Exception):
-    """A version's files do not match its manifest; it is refused at load."""
+    """A version that cannot be served as it is (its files do not match its manifest, or it was
+    written for another schema); it is refused at load."""
 
 
 class DataFault(Unavailable):
@@ -108,6 +110,11 @@ class Dataset:
     def __init__(self, version_dir: Path, settings: Settings) -> None:
         self.version_dir = version_dir
         self.manifest = read_manifest(version_dir)
+        if self.manifest.get("schema_version") != SCHEMA_VERSION:
+            raise DamagedVersion(
+                f"{version_dir.name}: written for schema {self.manifest.get('schema_version')}, "
+                f"this service reads schema {SCHEMA_VERSION}: run `fees ingest` to rebuild it"
+            )
         self.version_id: str = self.manifest["version_id"]
         self.records: int = self.manifest["records"]
         self.faults: list[str] = []  # what failed since it was opened, for the readiness probe

@@ -119,6 +119,12 @@ def miscount(version_dir: Path) -> None:
     (version_dir / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
 
 
+def older_schema(version_dir: Path) -> None:
+    manifest = json.loads((version_dir / "manifest.json").read_text(encoding="utf-8"))
+    manifest["schema_version"] = 1
+    (version_dir / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
+
+
 def drop_venue(version_dir: Path) -> None:
     shutil.rmtree(version_dir / "fees" / "exchange=memx")
 
@@ -133,6 +139,7 @@ def extra_venue(version_dir: Path) -> None:
         (miscount, "nasdaq (8 records, manifest 9)"),
         (drop_venue, "memx (0 records, manifest 3)"),
         (extra_venue, "iex (3 records, manifest 0)"),
+        (older_schema, "written for schema 1, this service reads schema 2: run `fees ingest`"),
         (lambda version_dir: truncate(version_dir / "fees" / "exchange=memx" / "data_0.parquet"),
          "fees/exchange=memx/data_0.parquet cannot be read"),
     ],

@@ -21,7 +21,7 @@ from ingest import pipeline, publish, synth
 from ingest.__main__ import main
 from ingest.errors import IngestError, IngestLocked, MalformedFile, RowsRejected
 from ingest.pipeline import IngestResult, run_ingest
-from ingest.schema import FEE_COLUMNS, RAW_COLUMNS
+from ingest.schema import DETAIL_COLUMNS, FEE_COLUMNS, RAW_COLUMNS, V1_RAW_COLUMNS
 from tests.conftest import REGISTRY, fee_row, read_fees, write_raw
 
 REPO = Path(__file__).parent.parent
@@ -59,6 +59,8 @@ def test_round_trip_keeps_every_value_and_derives_columns(fixture_version: Inges
         "source_document": "NYSE Price List",
         "source_url": None,
         "page_number": 2,
+        # a schema 1 file (no detail columns): read with them empty
+        **dict.fromkeys(DETAIL_COLUMNS),
     }
     assert (first["amount"], first["currency"], first["unit"]) == (
         Decimal("-0.0012"),
@@ -136,7 +138,7 @@ def test_manifest_counts_rows_rejects_and_duplicates(fixture_version: IngestResu
         "problems": 9,
         "duplicates": 1,
         "venues": {"memx": 3, "nasdaq": 8, "nyse": 2},
-        "schema_version": 1,
+        "schema_version": 2,
     }  # fmt: skip
     assert [(f["path"], f["rejected_rows"]) for f in manifest["files"]] == [
         ("bad_rows.csv", 5),
@@ -237,7 +239,8 @@ def test_strict_mode_leaves_the_previous_version_current(raw_dir: Path, tmp_path
 
 
 HEADER = ",".join(RAW_COLUMNS)
-GOOD_LINE = "nyse,equity,fees_and_rebates,make,all,,,,Credit,$0.10,per share,,,,2020-01-02,,Doc,,1"
+V1_LINE = "nyse,equity,fees_and_rebates,make,all,,,,Credit,$0.10,per share,,,,2020-01-02,,Doc,,1"
+GOOD_LINE = V1_LINE + "," * len(DETAIL_COLUMNS)
 
 
 @pytest.mark.parametrize(
@@ -245,16 +248,27 @@ GOOD_LINE = "nyse,equity,fees_and_rebates,make,all,,,,Credit,$0.10,per share,,,,
     [
         (b"", "malformed file bad.csv: file is empty (no header line)"),
         (
-            b"exchange,fee_type\n",
-            f"malformed file bad.csv, line 1: header must be exactly: {HEADER}",
+            b"exchange,fee_type,colour\n",
+            f"malformed file bad.csv, line 1: header must be exactly: {HEADER} (or schema 1's, "
+            f"which stops after page_number); missing: {', '.join(RAW_COLUMNS[2:])}; "
+            "unknown: colour",
+        ),
+        (
+            f"{','.join(reversed(RAW_COLUMNS))}\n".encode(),
+            f"malformed file bad.csv, line 1: header must be exactly: {HEADER} (or schema 1's, "
+            "which stops after page_number); the columns are out of order",
         ),
         (
             f"{HEADER}\n{GOOD_LINE}\n{GOOD_LINE},extra\n".encode(),
-            "malformed file bad.csv, line 3: expected 19 fields, found 20",
+            "malformed file bad.csv, line 3: expected 26 fields, found 27",
         ),
         (
             f"{HEADER}\n\n{GOOD_LINE}\nnyse,equity\n".encode(),
-            "malformed file bad.csv, line 4: expected 19 fields, found 2",
+            "malformed file bad.csv, line 4: expected 26 fields, found 2",
+        ),
+        (
+            f"{','.join(V1_RAW_COLUMNS)}\n{GOOD_LINE}SPY\n".encode(),
+            "malformed file bad.csv, line 2: expected 19 fields, found 26",
         ),
         (
             f"{HEADER}\n{GOOD_LINE}\n".encode() + b"nyse,\xff\xfe" + GOOD_LINE[5:].encode(),
@@ -265,7 +279,16 @@ GOOD_LINE = "nyse,equity,fees_and_rebates,make,all,,,,Credit,$0.10,per share,,,,
             "malformed file bad.csv, line 3: unexpected end of data",
         ),
     ],
-    ids=["empty", "header", "long-row", "short-row-after-blank", "encoding", "open-quote"],
+    ids=[
+        "empty",
+        "header",
+        "header-order",
+        "long-row",
+        "short-row-after-blank",
+        "schema-1-row",
+        "encoding",
+        "open-quote",
+    ],
 )
 def test_malformed_file_is_named_with_its_line(
     tmp_path: Path, content: bytes, message: str
@@ -349,6 +372,32 @@ def test_command_line_prints_a_summary_and_exit_codes(
     assert "nothing changed" in capsys.readouterr().out
 
 
+def test_if_stale_publishes_only_when_nothing_servable_is_current(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """What `make run` does: never replace data ingested from elsewhere, but rebuild a version
+    of another schema (which the service refuses)."""
+    data = tmp_path / "data"
+    write_raw(tmp_path / "mine" / "one.csv", [fee_row(fee_name="Mine")])
+    write_raw(tmp_path / "embedded" / "one.csv", [fee_row(fee_name="Embedded")])
+    args = ["--data", str(data), "--registry", str(REGISTRY), "--if-stale"]
+    assert main(["--raw", str(tmp_path / "mine"), *args]) == 0  # nothing current yet
+    mine = publish.current_version_dir(data)
+    assert mine is not None and "published version" in capsys.readouterr().out
+    assert main(["--raw", str(tmp_path / "embedded"), *args]) == 0
+    assert publish.current_version_dir(data) == mine
+    assert capsys.readouterr().out == (
+        f"a version of schema 2 is current (--if-stale): version {mine.name} is current; "
+        "nothing published\n"
+    )
+    manifest = publish.read_manifest(mine)
+    (mine / "manifest.json").write_text(json.dumps(manifest | {"schema_version": 1}))
+    assert main(["--raw", str(tmp_path / "embedded"), *args]) == 0
+    rebuilt = publish.current_version_dir(data)
+    assert rebuilt != mine and rebuilt is not None
+    assert [record["fee_name"] for record in read_fees(rebuilt)] == ["Embedded"]
+
+
 def test_published_files_are_partitioned_by_venue_and_compressed(
     fixture_version: IngestResult,
 ) -> None:
@@ -419,13 +468,51 @@ def test_lines_rejects_and_duplicates_hold_across_many_batches(tmp_path: Path) -
     assert (count, last, unordered, wrong_lines, from_again) == (300_000, 299_999, 0, 0, 0)
 
 
-def test_record_id_is_the_md5_of_the_raw_values_in_uuid_form(tmp_path: Path) -> None:
-    row = fee_row()
+def content_text(values: list[str | None]) -> str:
+    return json.dumps(values, separators=(",", ":"), ensure_ascii=False)
+
+
+def expected_id(row: dict[str, str]) -> str:
+    """A row's id: md5 of its schema 1 values' JSON array, then its details' when it has any."""
+    text = content_text([row.get(name) or None for name in V1_RAW_COLUMNS])
+    details = [row.get(name) or None for name in DETAIL_COLUMNS]
+    if any(details):
+        text += content_text(details)
+    return str(uuid.UUID(hashlib.md5(text.encode()).hexdigest()))
+
+
+@pytest.mark.parametrize(
+    "details",
+    [{}, {"symbols": "SPY, QQQ"}, {"extra_info": "null"}, dict.fromkeys(DETAIL_COLUMNS, "x")],
+    ids=["none", "symbols", "the-word-null", "all"],
+)
+def test_record_id_is_the_md5_of_the_raw_values_in_uuid_form(
+    tmp_path: Path, details: dict[str, str]
+) -> None:
+    row = fee_row(**details)
     write_raw(tmp_path / "raw" / "one.csv", [row])
     (record,) = read_fees(ingest(tmp_path / "raw", tmp_path / "data").version_dir)
-    values = [row.get(name) or None for name in RAW_COLUMNS]
-    text = json.dumps(values, separators=(",", ":"), ensure_ascii=False)
-    assert record["record_id"] == str(uuid.UUID(hashlib.md5(text.encode()).hexdigest()))
+    assert record["record_id"] == expected_id(row)
+
+
+def test_a_schema_1_file_is_read_with_empty_details_and_keeps_its_ids(tmp_path: Path) -> None:
+    """The same rows in a schema 1 file and in a current file without details: same records."""
+    row = fee_row(notes='a, quoted "note"')
+    values = [row.get(name, "") for name in V1_RAW_COLUMNS]
+    (tmp_path / "old").mkdir()
+    with (tmp_path / "old" / "one.csv").open("w", newline="", encoding="utf-8") as handle:
+        csv.writer(handle).writerows([V1_RAW_COLUMNS, values])
+    write_raw(tmp_path / "new" / "one.csv", [row])
+    old, new = (
+        read_fees(ingest(tmp_path / name, tmp_path / f"data-{name}").version_dir)
+        for name in ("old", "new")
+    )
+    ignored = ("version_id", "ingested_at")
+    assert [{k: v for k, v in r.items() if k not in ignored} for r in old] == [
+        {k: v for k, v in r.items() if k not in ignored} for r in new
+    ]
+    assert old[0]["record_id"] == expected_id(row)
+    assert [old[0][name] for name in DETAIL_COLUMNS] == [None] * len(DETAIL_COLUMNS)
 
 
 # Space separators (Unicode category Zs) that trim() removes from either end of a value.
@@ -442,6 +529,7 @@ def test_every_space_separator_is_trimmed_and_nothing_else(tmp_path: Path) -> No
         fee_row(fee_name=" Leading space only"),
         fee_row(fee_name="Trailing space only", conditions="trailing "),
         fee_row(fee_name="Only spaces", volume_tier="   "),
+        fee_row(fee_name="Spaced detail", symbols="\u00a0SPY, QQQ ", extra_info="  "),
         *(
             fee_row(
                 exchange=f"{space}nyse",
@@ -459,12 +547,12 @@ def test_every_space_separator_is_trimmed_and_nothing_else(tmp_path: Path) -> No
     by_line = {record["source_line"]: record for record in read_fees(result.version_dir)}
     zs = "".join(SPACES) + " "
     for line, row in enumerate(rows, start=2):
-        values = [(row.get(name) or "").strip(zs) or None for name in RAW_COLUMNS]
+        trimmed = {name: (row.get(name) or "").strip(zs) for name in RAW_COLUMNS}
         record = by_line[line]
-        assert [record[name] for name in RAW_COLUMNS[8:14]] == values[8:14], row["fee_name"]
+        shown = ("fee_name", "fee_basis", "volume_tier", "conditions", "notes", *DETAIL_COLUMNS)
+        assert [record[name] for name in shown] == [trimmed[name] or None for name in shown]
         assert (record["exchange"], record["fee_type"]) == ("nyse", "equity")
-        text = json.dumps(values, separators=(",", ":"), ensure_ascii=False)
-        assert record["record_id"] == str(uuid.UUID(hashlib.md5(text.encode()).hexdigest()))
+        assert record["record_id"] == expected_id(trimmed), row["fee_name"]
 
 
 @pytest.mark.slow

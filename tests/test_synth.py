@@ -13,7 +13,7 @@ import pytest
 
 from ingest import synth
 from ingest.pipeline import run_ingest
-from ingest.schema import RAW_COLUMNS
+from ingest.schema import DETAIL_COLUMNS, RAW_COLUMNS
 from ingest.schema import VOCABULARIES as SCHEMA_VOCABULARIES
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -178,7 +178,7 @@ def test_smaller_run_removes_stale_files(tmp_path: Path, registry: Path) -> None
 
 def test_header_is_the_documented_header(dataset: list[Path]) -> None:
     documented = [column for column, _ in documented_columns()]
-    assert len(documented) == 19
+    assert len(documented) == 26
     assert list(RAW_COLUMNS) == documented
     for path in dataset:
         with path.open(encoding="utf-8", newline="") as handle:
@@ -228,8 +228,11 @@ def test_shape_is_realistic(dataset: list[Path]) -> None:
         row["symbol_type"] in {"", "not_applicable"} for row in rows if row["fee_type"] == "equity"
     )
     # Optional text is sometimes empty, sometimes filled; required source columns always are.
-    for column in ("symbol_classification", "fee_basis", "volume_tier", "conditions", "notes"):
-        assert 0 < sum(bool(row[column]) for row in rows) < ROWS
+    for column in ("symbol_classification", "fee_basis", "volume_tier", "conditions", "notes",
+                   *DETAIL_COLUMNS):  # fmt: skip
+        assert 0 < sum(bool(row[column]) for row in rows) < ROWS, column
+    # Most lines need no detail at all, as in real schedules.
+    assert sum(any(row[column] for column in DETAIL_COLUMNS) for row in rows) < ROWS / 2
     assert all(row["source_url"] and row["page_number"] for row in rows)
 
 
