@@ -8,6 +8,10 @@ from service.dataset import Dataset, DatasetHolder
 from service.errors import ApiError, Family, Unauthorized, Unavailable, family_of
 
 EXCHANGE_KEY_HEADER = "x-service-api-access-key"
+# The compatible service's own header, which its SDK sends (hard-coded): accepted in the same
+# way, so the SDK works with only its base URL changed. The spec's header wins when both are
+# sent, even when it is empty or wrong.
+EXCHANGE_KEY_ALIAS = "x-rulebook-api-access-key"
 # Where a request's state holds its account once the outermost layer has checked its key (by
 # the family its path belongs to, as `presented_key` finds it), so it is checked once.
 AUTHENTICATED = "account"
@@ -20,8 +24,9 @@ def bearer_key(headers: Headers) -> str | None:
 
 
 def header_key(headers: Headers) -> str | None:
-    """The exchange family's key, from the `x-service-api-access-key` header."""
-    return headers.get(EXCHANGE_KEY_HEADER)
+    """The exchange family's key, from `x-service-api-access-key` (or its alias)."""
+    key = headers.get(EXCHANGE_KEY_HEADER)
+    return headers.get(EXCHANGE_KEY_ALIAS) if key is None else key
 
 
 def presented_key(path: str, headers: Headers) -> str | None:

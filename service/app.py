@@ -19,7 +19,7 @@ from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from service import docs, exchanges, health, results, supplier_data, suppliers
-from service.access import EXCHANGE_KEY_HEADER
+from service.access import EXCHANGE_KEY_ALIAS, EXCHANGE_KEY_HEADER
 from service.accounts import Keystore
 from service.cache import ResponseCache, cached
 from service.dataset import DatasetHolder, VersionWatcher
@@ -195,7 +195,13 @@ def with_cors(app: ASGIApp, origins: tuple[str, ...]) -> ASGIApp:
         app,
         allow_origins=list(origins),
         allow_methods=["GET", "HEAD"],
-        allow_headers=["authorization", EXCHANGE_KEY_HEADER, "if-none-match", "x-request-id"],
+        allow_headers=[
+            "authorization",
+            EXCHANGE_KEY_HEADER,
+            EXCHANGE_KEY_ALIAS,
+            "if-none-match",
+            "x-request-id",
+        ],
         expose_headers=[
             "etag",
             "retry-after",

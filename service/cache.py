@@ -31,7 +31,7 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.types import Scope
 
-from service.access import EXCHANGE_KEY_HEADER, caller
+from service.access import EXCHANGE_KEY_ALIAS, EXCHANGE_KEY_HEADER, caller
 from service.accounts import Account
 from service.errors import ApiError, render
 
@@ -44,7 +44,9 @@ KEPT_HEADERS = frozenset({b"content-type", VERSION_HEADER, ETAG, CACHE_CONTROL})
 # Of those, what a 304 carries (RFC 9110 15.4.5: no content headers).
 NOT_MODIFIED_HEADERS = frozenset({VERSION_HEADER, ETAG, CACHE_CONTROL})
 # The request headers a cache key is made of: the key, as either family presents it, and Accept.
-KEYED_HEADERS = frozenset({b"authorization", EXCHANGE_KEY_HEADER.encode(), b"accept"})
+KEYED_HEADERS = frozenset(
+    {b"authorization", EXCHANGE_KEY_HEADER.encode(), EXCHANGE_KEY_ALIAS.encode(), b"accept"}
+)
 CACHE_KEY = "cache_key"  # the request's key, in its state, once `FrontDoor` has made it
 
 

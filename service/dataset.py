@@ -227,11 +227,11 @@ class Dataset:
         """The results index, if this version has one and it can answer `selection`."""
         return self.index if self.index is not None and self.index.serves(selection) else None
 
-    def rows_at(self, positions: list[int], *, include_source: bool) -> list[dict[str, Any]]:
+    def rows_at(self, positions: list[int], included: queries.Included) -> list[dict[str, Any]]:
         """The JSON items of the serving copy's records at `positions`, in that order."""
         if not positions:
             return []
-        found = self.rows(*queries.rows_at(positions, include_source=include_source))
+        found = self.rows(*queries.rows_at(positions, included))
         by_position = {row.pop("position"): row for row in found}
         return [by_position[position] for position in positions]
 
@@ -240,7 +240,7 @@ class Dataset:
         return self._stream([(sql, parameters, None)], size)
 
     def batches_at(
-        self, chunks: Iterable[Array], *, shape: str, include_source: bool, size: int
+        self, chunks: Iterable[Array], *, shape: str, included: queries.Included, size: int
     ) -> Iterator[pa.RecordBatch]:
         """The serving copy's records at each chunk of positions, in the chunks' order, as
         Arrow record batches shaped for an export format (a key of `queries.SHAPES`)."""
@@ -250,9 +250,9 @@ class Dataset:
             empty = True
             for positions in chunks:
                 empty = False
-                yield sql, *_at(positions, include_source)
+                yield sql, *_at(positions, included)
             if empty:  # one query still runs, so a download always carries its columns
-                yield sql, *_at(np.empty(0, dtype=np.int64), include_source)
+                yield sql, *_at(np.empty(0, dtype=np.int64), included)
 
         return self._stream(steps(), size)
 
@@ -389,10 +389,10 @@ def _venue_of(path: Path) -> str:
     return path.parent.name.removeprefix("exchange=")
 
 
-def _at(positions: Array, include_source: bool) -> tuple[dict[str, Any], pa.Table]:
+def _at(positions: Array, included: queries.Included) -> tuple[dict[str, Any], pa.Table]:
     """The parameters and `wanted` table of `queries.ROWS_IN_ORDER` for a chunk of positions."""
     bounds = (int(positions.min()), int(positions.max())) if len(positions) else (0, -1)
-    parameters = {"first": bounds[0], "last": bounds[1], "include_source": include_source}
+    parameters = {"first": bounds[0], "last": bounds[1], **included.parameters()}
     return parameters, pa.table({"position": positions, "ordinal": np.arange(len(positions))})
 
 

@@ -29,7 +29,7 @@ STARTED = "started"  # where a request's state holds its arrival (`time.perf_cou
 
 class Family(Enum):
     SUPPLIER = "supplier"  # {"error": "<label>", "message": ..., "details"?: {...}}
-    EXCHANGE = "exchange"  # {"error": {"code", "message", "details"?}, "meta": {...}}
+    EXCHANGE = "exchange"  # {"error": {"code", "message", "details"?: [...]}, "meta": {...}}
 
 
 class ApiError(Exception):
@@ -125,6 +125,8 @@ def render(request: Request, error: ApiError) -> JSON:
     else:
         inner: dict[str, Any] = {"code": error.code, "message": error.message}
         if error.details is not None:
-            inner["details"] = error.details
+            # Always a list in this family, as the compatible service (and its SDK) reads it.
+            details = error.details
+            inner["details"] = details if isinstance(details, list) else [details]
         body = {"error": inner, "meta": {"query_time_ms": elapsed_ms(request)}}
     return JSON(body, status_code=error.status, headers=error.headers)

@@ -32,7 +32,9 @@ def list_exchanges(request: Request) -> JSON:
 
 
 def exchange_detail(request: Request) -> JSON:
-    """One venue: its span and the values of every filter dimension in its records."""
+    """One venue: its span and the values of every filter dimension in its records. A venue of
+    the registry with no records is not found, as it is absent from the list: the compatible
+    service's record has no way to say "no span" (its SDK requires both dates)."""
     account = key_header_account(request)
     Query(request, ()).check()
     dataset = current_dataset(request)
@@ -42,13 +44,12 @@ def exchange_detail(request: Request) -> JSON:
     if not account.may_see(code):
         raise Forbidden("You do not have access to the requested exchange.")
     venue = dataset.venues[code]
-    span = None
-    if venue.earliest is not None and venue.latest is not None:
-        span = {"earliest": venue.earliest.isoformat(), "latest": venue.latest.isoformat()}
+    if venue.earliest is None or venue.latest is None:
+        raise NotFound("Exchange has no fee schedule records.")
     data: dict[str, Any] = {
         "name": venue.code,
         "display_name": venue.display_name,
-        "date_range": span,
+        "date_range": {"earliest": venue.earliest.isoformat(), "latest": venue.latest.isoformat()},
     }
     data |= {dimension: list(venue.values.get(dimension, ())) for dimension in DETAIL_DIMENSIONS}
     meta = {"record_count": venue.records, "query_time_ms": elapsed_ms(request)}

@@ -28,10 +28,11 @@ from service.queries import ORDER_COLUMNS, RESULT_FILTERS, Selection
 EPOCH: Final = date(1970, 1, 1)
 Array = npt.NDArray[Any]
 
-# The sort keys' arrays: the allow-listed column's own codes, except for amount (its rank).
-ORDER_ARRAYS: Final = {
-    key: "amount_rank" if column == "amount" else column for key, column in ORDER_COLUMNS.items()
-}
+# The sort keys' arrays: the allow-listed column's own codes, except for amount (its rank) and
+# ingested_at. Every record of a version has that version's time, and version ids begin with it
+# (`ingest.pipeline`), so the version's code, given in id order (`ingest.serving`), ranks it.
+RANKED_BY: Final = {"amount": "amount_rank", "ingested_at": "version_id"}
+ORDER_ARRAYS: Final = {key: RANKED_BY.get(column, column) for key, column in ORDER_COLUMNS.items()}
 
 
 @dataclass(frozen=True)

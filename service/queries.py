@@ -50,7 +50,11 @@ RESULT_FILTERS: Final = {
 }
 
 # Sort keys clients may choose, mapped to columns (never taken from the request as text).
+# `created_on` and `scraped_time` are the compatible service's keys (its SDK sends `created_on`
+# by default): both mean when a record was first published here, `ingested_at`.
 ORDER_COLUMNS: Final = {
+    "created_on": "ingested_at",
+    "scraped_time": "ingested_at",
     "effective_start": "effective_start",
     "exchange_name": "exchange",
     "fee_type": "fee_type",
@@ -135,57 +139,96 @@ def sort_histogram(selection: Selection, order_by: str) -> tuple[str, dict[str, 
     return f"SELECT {column} AS value, count(*) AS records\n{where}\nGROUP BY 1", parameters
 
 
-# A result's fields: (name in the API, dataset column or expression). JSON answers shape some of
-# them in SQL (dates as text, the decimal amount as a number); exports keep the stored types.
-# Provenance fields are null unless `include_source` is true. The serving copy holds
+# A record's footnotes and definitions, in the compatible service's shape. The dataset holds
+# none yet (the raw format has no column for them: `docs/raw-format.md`), so both lists are
+# empty when asked for; the type is spelled out so a Parquet export has it even then.
+RELATIONSHIPS: Final = """CAST({'footnotes': [], 'definitions': []} AS STRUCT(
+    footnotes STRUCT("text" VARCHAR)[],
+    definitions STRUCT(term VARCHAR, "text" VARCHAR)[]
+))"""
+
+# A result's fields: (name in the API, dataset column or expression), in the order of the
+# compatible service's record (`anchor-api.md` section 4), then ours. Where a dataset column
+# means what one of its fields means, the answer uses its name (`fee_name` is its
+# `fee_charge_type`, `ingested_at` its `scraped_time`, ...), so no value is sent twice. JSON
+# answers shape some of them in SQL (dates as text, the decimal amount as a number); exports
+# keep the stored types. Provenance fields are null unless `include_source` is true;
+# `relationships` unless `include_footnotes` or `include_definitions` is. The serving copy holds
 # `record_id` as a UUID (`ingest.write`), the Parquet files as text: answers always carry text.
 RESULT_FIELDS: Final = (
     ("record_id", TEXT_ID),
     ("exchange_name", "exchange"),
+    ("scraped_time", "ingested_at"),
     ("version_id", "version_id"),
-    ("ingested_at", "ingested_at"),
     ("fee_type", "fee_type"),
+    ("source_document", "source_document"),
+    ("source_link", "source_url"),
+    ("page_number", "page_number"),
     ("fee_category", "fee_category"),
+    ("fee_charge_type", "fee_name"),
+    ("fee_amount", "fee_amount"),
     ("fee_action", "action"),
+    ("fee_action_details", "action_details"),
+    ("fee_basis", "fee_basis"),
     ("fee_participant", "participant"),
+    ("fee_participant_details", "participant_details"),
+    ("fee_monthly_volume", "volume_tier"),
+    ("fee_monthly_volume_criteria", "volume_criteria"),
     ("fee_symbol_classification", "symbol_classification"),
     ("fee_symbol_type", "symbol_type"),
     ("fee_trade_type", "trade_type"),
-    ("fee_name", "fee_name"),
-    ("fee_amount", "fee_amount"),
+    ("fee_symbol", "symbols"),
+    ("fee_excluded_symbols", "excluded_symbols"),
+    ("fee_conditions", "conditions"),
+    ("fee_exclusions", "exclusions"),
+    ("fee_notes", "notes"),
+    ("fee_extra_info", "extra_info"),
+    ("relationships", RELATIONSHIPS),
     ("amount", "amount"),
     ("currency", "currency"),
     ("unit", "unit"),
-    ("fee_basis", "fee_basis"),
-    ("volume_tier", "volume_tier"),
-    ("conditions", "conditions"),
-    ("notes", "notes"),
     ("effective_start", "effective_start"),
     ("effective_end", "effective_end"),
-    ("source_document", "source_document"),
-    ("source_url", "source_url"),
-    ("page_number", "page_number"),
     ("source_file", "source_file"),
     ("source_line", "source_line"),
 )
 SOURCE_FIELDS: Final = frozenset(
-    {"source_document", "source_url", "page_number", "source_file", "source_line"}
+    {"source_document", "source_link", "page_number", "source_file", "source_line"}
 )
 ISO_TIMESTAMP: Final = "strftime(ingested_at, '%Y-%m-%dT%H:%M:%S.%fZ')"
 
 # How a field is rendered per answer format; fields not listed keep their stored types. CSV
 # takes the timestamp as text from DuckDB: Arrow's CSV writer spent twice as long formatting the
-# zoned timestamp as on all the other fields together (2 s of a 942k-row export's 3 s).
+# zoned timestamp as on all the other fields together (2 s of a 942k-row export's 3 s). A CSV
+# cell cannot hold a nested value, so `relationships` is its JSON text there.
 SHAPES: Final[dict[str, dict[str, str]]] = {
     "json": {
-        "ingested_at": ISO_TIMESTAMP,
+        "scraped_time": ISO_TIMESTAMP,
         "amount": "CAST(amount AS DOUBLE)",
         "effective_start": "strftime(effective_start, '%Y-%m-%d')",
         "effective_end": "strftime(effective_end, '%Y-%m-%d')",
     },
-    "csv": {"ingested_at": ISO_TIMESTAMP},
+    "csv": {
+        "scraped_time": ISO_TIMESTAMP,
+        "relationships": f"CAST(to_json({RELATIONSHIPS}) AS VARCHAR)",
+    },
     "parquet": {},
 }
+# The flag each optional field waits for (a bound parameter of every result query).
+INCLUDED_WHEN: Final = dict.fromkeys(SOURCE_FIELDS, "$include_source") | {
+    "relationships": "$include_relationships"
+}
+
+
+@dataclass(frozen=True)
+class Included:
+    """The optional parts of a result an answer carries (its `include_*` parameters)."""
+
+    source: bool = False
+    relationships: bool = False  # `include_footnotes` or `include_definitions`
+
+    def parameters(self) -> dict[str, bool]:
+        return {"include_source": self.source, "include_relationships": self.relationships}
 
 
 def result_item(shape: str) -> str:
@@ -194,8 +237,8 @@ def result_item(shape: str) -> str:
     expressions = []
     for name, column in RESULT_FIELDS:
         value = shapes.get(name, column)
-        if name in SOURCE_FIELDS:
-            value = f"CASE WHEN $include_source THEN {value} END"
+        if name in INCLUDED_WHEN:
+            value = f"CASE WHEN {INCLUDED_WHEN[name]} THEN {value} END"
         expressions.append(f"{value} AS {name}")
     return ",\n    ".join(expressions)
 
@@ -208,9 +251,9 @@ WHERE rowid = ANY($positions)
 """
 
 
-def rows_at(positions: list[int], *, include_source: bool) -> tuple[str, dict[str, Any]]:
+def rows_at(positions: list[int], included: Included) -> tuple[str, dict[str, Any]]:
     sql = ROWS_AT.format(projection=result_item("json"))
-    return sql, {"positions": positions, "include_source": include_source}
+    return sql, {"positions": positions, **included.parameters()}
 
 
 # Records at a chunk of positions (the registered table `wanted`), in the chunk's order: an
@@ -253,11 +296,11 @@ def page_of_results(
     order_dir: str = "desc",
     limit: int | None,
     offset: int,
-    include_source: bool,
+    included: Included,
     shape: str = "json",
 ) -> tuple[str, dict[str, Any]]:
     """Results in an allow-listed order, with `record_id` breaking ties so pages are stable."""
     direction = {"asc": "ASC", "desc": "DESC"}[order_dir]
     order = f"{ORDER_COLUMNS[order_by]} {direction} NULLS LAST, record_id ASC"
     sql, parameters = page_of(selection, result_item(shape), order, limit=limit, offset=offset)
-    return sql, {**parameters, "include_source": include_source}
+    return sql, {**parameters, **included.parameters()}

@@ -25,7 +25,8 @@ from service.index import ResultsIndex
 from service.params import Query
 from service.responses import JSON
 
-PAGE_PARAMS = ("page_size", "page_number", "order_by", "order_dir", "include_source")
+INCLUDE_PARAMS = ("include_source", "include_footnotes", "include_definitions")
+PAGE_PARAMS = ("page_size", "page_number", "order_by", "order_dir", *INCLUDE_PARAMS)
 LIST_PARAMS = (
     *queries.RESULT_FILTERS,
     "start_date",
@@ -68,14 +69,12 @@ def list_results(request: Request) -> Response:
 
 def result_by_id(request: Request) -> JSON:
     account = key_header_account(request)
-    query = Query(request, ("include_source",))
-    include_source = query.boolean("include_source")
+    query = Query(request, INCLUDE_PARAMS)
+    included = _included(query)
     query.check()
     dataset = current_dataset(request)
     selection = dataset.scoped(queries.Selection(record_id=request.path_params["record_id"]))
-    sql, parameters = queries.page_of_results(
-        selection, limit=1, offset=0, include_source=include_source
-    )
+    sql, parameters = queries.page_of_results(selection, limit=1, offset=0, included=included)
     found = dataset.rows(sql, parameters)
     if not found:
         raise NotFound("Fee schedule result not found.")
@@ -134,7 +133,7 @@ class _Page:
         self.number = query.integer("page_number", default=0, low=0)
         self.order_by = query.choice("order_by", tuple(queries.ORDER_COLUMNS), "effective_start")
         self.order_dir = query.choice("order_dir", queries.ORDER_DIRECTIONS, "desc")
-        self.include_source = query.boolean("include_source")
+        self.included = _included(query)
 
 
 def _page_response(
@@ -169,10 +168,10 @@ def _every_match(
     index = dataset.index_for(selection)
     if index is not None:
         chunks = index.ordered(selection, page.order_by, page.order_dir, size)
-        return dataset.batches_at(chunks, shape=kind, include_source=page.include_source, size=size)
+        return dataset.batches_at(chunks, shape=kind, included=page.included, size=size)
     sql, parameters = queries.page_of_results(
         selection, order_by=page.order_by, order_dir=page.order_dir, limit=None, offset=0,
-        include_source=page.include_source, shape=kind,
+        included=page.included, shape=kind,
     )  # fmt: skip
     return dataset.batches(sql, parameters, size)
 
@@ -181,7 +180,7 @@ def _indexed_page(
     dataset: Dataset, index: ResultsIndex, selection: queries.Selection, page: _Page, offset: int
 ) -> tuple[int, list[dict[str, object]]]:
     total, positions = index.page(selection, page.order_by, page.order_dir, offset, page.size)
-    return total, dataset.rows_at(positions, include_source=page.include_source)
+    return total, dataset.rows_at(positions, page.included)
 
 
 def _sql_page(
@@ -195,9 +194,16 @@ def _sql_page(
     narrowed = replace(selection, sort_values=(page.order_by, values))
     sql, parameters = queries.page_of_results(
         narrowed, order_by=page.order_by, order_dir=page.order_dir, limit=page.size,
-        offset=skip, include_source=page.include_source,
+        offset=skip, included=page.included,
     )  # fmt: skip
     return total, dataset.rows(sql, parameters)
+
+
+def _included(query: Query) -> queries.Included:
+    """The optional parts a request asks for. The compatible service answers either
+    relationships flag with both lists (`include_footnotes` alone still lists definitions)."""
+    source, footnotes, definitions = (query.boolean(name) for name in INCLUDE_PARAMS)
+    return queries.Included(source=source, relationships=footnotes or definitions)
 
 
 def _values_covering(

@@ -52,11 +52,12 @@ CONFIG = schemathesis.Config.from_dict(
             "deterministic": True,
             "database": "none",  # no replay of earlier runs' failures: every run is the same
         },
-        # Both schemes the document declares; the coverage phase also sends cases without them.
+        # Every scheme the document declares; the coverage phase also sends cases without them.
         "auth": {
             "openapi": {
                 "bearerAuth": {"bearer": KEYS["full"]},
                 "apiKeyHeader": {"api_key": KEYS["full"]},
+                "rulebookKeyHeader": {"api_key": KEYS["full"]},
             }
         },
     }

@@ -7,8 +7,9 @@ from pathlib import Path
 import httpx
 import pytest
 
+from ingest.pipeline import IngestResult
 from service.accounts import add_key, fingerprint, list_keys, revoke_key
-from tests.conftest import exchange_headers, supplier_headers
+from tests.conftest import KEYS, exchange_headers, supplier_headers
 
 # Every operation that needs a key, with parameters and names that would each be refused
 # (bad date, unknown parameter, unknown venue) if the key were looked at after them.
@@ -24,6 +25,15 @@ REFUSED_ANYWAY: list[tuple[str, Callable[[str], dict[str, str]]]] = [
     ("/api/v1/fee-schedule-results/versions/nowhere?page_number=-1", exchange_headers),
     ("/api/v1/fee-schedule-results/nowhere?include_source=maybe", exchange_headers),
 ]
+
+
+def alias_headers(key: str) -> dict[str, str]:
+    """The exchange family's key in the compatible service's header, as its SDK sends it."""
+    return {"x-rulebook-api-access-key": key}
+
+
+REFUSED_ANYWAY += [(target, alias_headers) for target, given in REFUSED_ANYWAY
+                   if given is exchange_headers]  # fmt: skip
 # Headers that differ between any two answers: when and which request, and how long it took.
 PER_ANSWER = {"date", "x-request-id", "server-timing"}
 
@@ -39,7 +49,9 @@ def comparable(response: httpx.Response) -> tuple[int, object, list[str]]:
 
 
 @pytest.mark.parametrize(
-    ("target", "key_headers"), REFUSED_ANYWAY, ids=[t for t, _ in REFUSED_ANYWAY]
+    ("target", "key_headers"),
+    REFUSED_ANYWAY,
+    ids=[f"{target} ({given.__name__})" for target, given in REFUSED_ANYWAY],
 )
 def test_missing_unknown_and_revoked_keys_get_the_same_401_before_any_parameter_is_read(
     client: httpx.Client, target: str, key_headers: Callable[[str], dict[str, str]]
@@ -50,6 +62,51 @@ def test_missing_unknown_and_revoked_keys_get_the_same_401_before_any_parameter_
     ]
     assert answers[0][0] == 401
     assert answers[0] == answers[1] == answers[2]
+
+
+@pytest.mark.parametrize(
+    "target",
+    [
+        "/api/v1/exchanges/",
+        "/api/v1/exchanges/NOM",
+        "/api/v1/fee-schedule-results/?fee_type=option&page_size=3",
+        "/v1/fee-schedule-results/filters/?exchange_name=memx",
+        "/api/v1/fee-schedule-results/versions/{version}",
+        "/api/v1/fee-schedule-results/{record}?include_source=true",
+    ],
+)
+def test_the_compatible_services_header_carries_the_same_key_on_every_exchange_endpoint(
+    client: httpx.Client, fixture_version: IngestResult, target: str
+) -> None:
+    page = client.get("/api/v1/fee-schedule-results/", headers=exchange_headers()).json()
+    url = target.format(version=fixture_version.version_id, record=page["data"][0]["record_id"])
+    answers = [
+        client.get(url, headers=given)
+        for given in (exchange_headers(KEYS["full"]), alias_headers(KEYS["full"]))
+    ]
+    ours, theirs = (comparable(answer)[:2] for answer in answers)
+    assert ours == theirs and ours[0] == 200
+    assert answers[0].headers["etag"] == answers[1].headers["etag"]
+    scoped = client.get("/api/v1/exchanges/", headers=alias_headers(KEYS["nyse"])).json()
+    assert [venue["name"] for venue in scoped["data"]] == ["nyse"]
+
+
+@pytest.mark.parametrize(
+    ("ours", "theirs", "status"),
+    [(KEYS["full"], "wrong", 200), ("wrong", KEYS["full"], 401), ("", KEYS["full"], 401)],
+    ids=["ours-valid", "ours-wrong", "ours-empty"],
+)
+def test_the_specs_header_wins_when_both_are_sent(
+    client: httpx.Client, ours: str, theirs: str, status: int
+) -> None:
+    headers = exchange_headers(ours) | alias_headers(theirs)
+    assert client.get("/api/v1/exchanges/", headers=headers).status_code == status
+
+
+def test_the_supplier_family_takes_only_its_bearer_key(client: httpx.Client) -> None:
+    target = "/api/v1/suppliers/nasdaq/participants"
+    for given in (alias_headers(KEYS["full"]), exchange_headers(KEYS["full"])):
+        assert client.get(target, headers=given).status_code == 401
 
 
 def test_the_accounts_file_holds_hashes_and_fingerprints_never_keys(tmp_path: Path) -> None:

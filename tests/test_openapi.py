@@ -194,7 +194,11 @@ def test_the_document_is_openapi_3_1() -> None:
         "info"
     ].items()
     assert DOCUMENT["servers"][0]["url"] == "http://127.0.0.1:8000"
-    assert set(DOCUMENT["components"]["securitySchemes"]) == {"bearerAuth", "apiKeyHeader"}
+    assert set(DOCUMENT["components"]["securitySchemes"]) == {
+        "bearerAuth",
+        "apiKeyHeader",
+        "rulebookKeyHeader",
+    }
 
 
 def test_the_document_has_every_route_of_the_app() -> None:
@@ -374,7 +378,9 @@ CASES = {
     "exchange": Case("GET", "/api/v1/exchanges/nasdaq", EXCHANGE, 200),
     "exchange-v1-alias-slash": Case("GET", "/v1/exchanges/nom/", EXCHANGE, 200),
     "exchange-scoped-key": Case("GET", "/api/v1/exchanges/NYSE", EXCHANGE_NYSE, 200),
-    "exchange-venue-without-records": Case("GET", "/api/v1/exchanges/cboe", EXCHANGE, 200),
+    "exchange-alias-header": Case(
+        "GET", "/api/v1/exchanges/memx", {"x-rulebook-api-access-key": KEYS["full"]}, 200
+    ),
     "results": Case("GET", RESULTS, EXCHANGE, 200),
     "results-v1-no-slash": Case("GET", "/v1/fee-schedule-results", EXCHANGE, 200),
     "results-filtered": Case(
@@ -393,6 +399,19 @@ CASES = {
         200,
     ),
     "results-past-the-end": Case("GET", f"{RESULTS}?page_number=100", EXCHANGE, 200),
+    "results-as-the-sdk-sends-them": Case(
+        "GET",
+        f"{RESULTS}?order_by=created_on&order_dir=desc&page_size=20&page_number=0"
+        "&include_footnotes=True&include_definitions=True",
+        {"x-rulebook-api-access-key": KEYS["full"], "User-Agent": "rulebook-python/0.3.0"},
+        200,
+    ),
+    "results-by-scraped-time": Case(
+        "GET",
+        f"{RESULTS}?order_by=scraped_time&order_dir=asc&include_definitions=true",
+        EXCHANGE,
+        200,
+    ),
     "results-scoped-key": Case("GET", RESULTS, EXCHANGE_NYSE, 200),
     "results-format-wins-over-accept": Case(
         "GET", f"{RESULTS}?format=json", {**EXCHANGE, "Accept": CSV}, 200
@@ -426,9 +445,18 @@ CASES = {
         200,
     ),
     "by-version-scoped-key": Case("GET", VERSION, EXCHANGE_NYSE, 200),
+    "by-version-with-relationships": Case(
+        "GET", VERSION + "?include_footnotes=true&order_by=created_on", EXCHANGE, 200
+    ),
     "result": Case("GET", RECORD, EXCHANGE, 200),
     "result-with-source-v1-slash": Case(
         "GET", "/v1/fee-schedule-results/{record_id}/?include_source=true", EXCHANGE, 200
+    ),
+    "result-with-everything": Case(
+        "GET",
+        RECORD + "?include_source=true&include_footnotes=true&include_definitions=true",
+        EXCHANGE,
+        200,
     ),
     # 400: each variant
     "participants-impossible-month": Case(
@@ -508,6 +536,9 @@ CASES = {
     "exchanges-no-key": Case("GET", "/api/v1/exchanges/", NO_KEY, 401),
     "exchanges-unknown-key": Case("GET", "/api/v1/exchanges/", exchange_headers("wrong"), 401),
     "exchanges-bearer-header": Case("GET", "/api/v1/exchanges/", SUPPLIER, 401),
+    "exchanges-alias-header-unknown-key": Case(
+        "GET", "/api/v1/exchanges/", {"x-rulebook-api-access-key": "wrong"}, 401
+    ),
     "data-no-key": Case("GET", f"{SUPPLIERS}/nasdaq/data", NO_KEY, 401),
     "data-count-exchange-header": Case("GET", f"{SUPPLIERS}/nasdaq/data/count", EXCHANGE, 401),
     "exchange-no-key": Case("GET", "/api/v1/exchanges/nasdaq", NO_KEY, 401),
@@ -574,6 +605,7 @@ CASES = {
     "data-count-unknown-supplier": Case("GET", f"{SUPPLIERS}/nowhere/data/count", SUPPLIER, 404),
     "data-count-hidden-supplier": Case("GET", f"{SUPPLIERS}/memx/data/count", NYSE_ONLY, 404),
     "exchange-unknown": Case("GET", "/api/v1/exchanges/nowhere", EXCHANGE, 404),
+    "exchange-venue-without-records": Case("GET", "/api/v1/exchanges/cboe", EXCHANGE, 404),
     "by-version-unknown": Case("GET", f"{RESULTS}versions/nope", EXCHANGE, 404),
     "result-unknown": Case("GET", f"{RESULTS}00000000-0000-0000-0000-000000000000", EXCHANGE, 404),
     "result-not-an-id": Case("GET", f"{RESULTS}versions", EXCHANGE, 404),
@@ -615,7 +647,10 @@ CASES = {
         "GET", VERSION + "?fee_type=equity&page_size=101", EXCHANGE, 422
     ),
     "result-not-a-boolean": Case("GET", RECORD + "?include_source=yes", EXCHANGE, 422),
-    "result-unknown-parameter": Case("GET", RECORD + "?include_definitions=true", EXCHANGE, 422),
+    "result-unknown-parameter": Case("GET", RECORD + "?include_everything=true", EXCHANGE, 422),
+    "result-relationships-not-a-boolean": Case(
+        "GET", RECORD + "?include_footnotes=yes", EXCHANGE, 422
+    ),
 }
 
 

@@ -95,7 +95,7 @@ def test_a_key_spends_its_burst_then_gets_429_in_each_familys_envelope(
         {
             "code": "RATE_LIMITED",
             "message": f"rate limit exceeded; retry after {retry} s",
-            "details": {"retry_after_seconds": retry},
+            "details": [{"retry_after_seconds": retry}],  # a list in this family
         },
     )
     assert (supplier.status_code, supplier.json()["error"]) == (429, "Too Many Requests")

@@ -12,7 +12,7 @@ import pytest
 from ingest.pipeline import IngestResult
 from ingest.publish import read_manifest
 from ingest.query import open_version
-from service import export
+from service import export, queries
 from tests.conftest import KEYS, exchange_headers
 
 RESULTS = "/api/v1/fee-schedule-results/"
@@ -51,42 +51,72 @@ def test_list_meta_and_one_whole_item(client: httpx.Client, fixture_version: Ing
         "query_time_ms": 0,
     }
     [item] = body["data"]
-    assert item | {"record_id": "x", "ingested_at": "x"} == {
-        "record_id": "x",
-        "exchange_name": "memx",
-        "version_id": fixture_version.version_id,
-        "ingested_at": "x",
-        "fee_type": "equity",
-        "fee_category": "market_data_fees",
-        "fee_action": "routed",
-        "fee_participant": "all",
-        "fee_symbol_classification": None,
-        "fee_symbol_type": None,
-        "fee_trade_type": None,
-        "fee_name": "Routed",
-        "fee_amount": "$0.0030",
-        "amount": 0.003,
-        "currency": "USD",
-        "unit": "per_share",
-        "fee_basis": "per share",
-        "volume_tier": None,
-        "conditions": None,
-        "notes": None,
-        "effective_start": "2021-06-01",
-        "effective_end": None,
-        "source_document": "MEMX Fee Schedule",
-        "source_url": None,
-        "page_number": 2,
-        "source_file": "memx.csv",
-        "source_line": 4,
-    }
-    assert item["ingested_at"].endswith("Z")
+    # The compatible service's record, its fields in its order, then ours.
+    assert list(item.items()) == list(
+        {
+            "record_id": item["record_id"],
+            "exchange_name": "memx",
+            "scraped_time": item["scraped_time"],
+            "version_id": fixture_version.version_id,
+            "fee_type": "equity",
+            "source_document": "MEMX Fee Schedule",
+            "source_link": None,
+            "page_number": 2,
+            "fee_category": "market_data_fees",
+            "fee_charge_type": "Routed",
+            "fee_amount": "$0.0030",
+            "fee_action": "routed",
+            "fee_action_details": "Routed to away markets",
+            "fee_basis": "per share",
+            "fee_participant": "all",
+            "fee_participant_details": "Members with a routing agreement",
+            "fee_monthly_volume": "Tier 2",
+            "fee_monthly_volume_criteria": "Consolidated ADV",
+            "fee_symbol_classification": None,
+            "fee_symbol_type": None,
+            "fee_trade_type": None,
+            "fee_symbol": "SPY, QQQ",
+            "fee_excluded_symbols": "TSLA",
+            "fee_conditions": None,
+            "fee_exclusions": "Excludes ISOs",
+            "fee_notes": None,
+            "fee_extra_info": "Payable monthly",
+            "relationships": None,
+            "amount": 0.003,
+            "currency": "USD",
+            "unit": "per_share",
+            "effective_start": "2021-06-01",
+            "effective_end": None,
+            "source_file": "memx.csv",
+            "source_line": 4,
+        }.items()
+    )
+    manifest = read_manifest(fixture_version.version_dir)
+    created = manifest["created_at"].replace("+00:00", "Z")  # when the version was built
+    assert item["scraped_time"] == created
 
 
 def test_provenance_is_hidden_unless_asked_for(client: httpx.Client) -> None:
     [item] = results(client, exchange_name="memx", fee_action="routed").json()["data"]
-    sources = ("source_document", "source_url", "page_number", "source_file", "source_line")
+    sources = ("source_document", "source_link", "page_number", "source_file", "source_line")
     assert [item[name] for name in sources] == [None] * 5
+
+
+@pytest.mark.parametrize(
+    "flags",
+    [{"include_footnotes": "true"}, {"include_definitions": "true"},
+     {"include_footnotes": "true", "include_definitions": "false"}],
+    ids=["footnotes", "definitions", "one-of-two"],
+)  # fmt: skip
+def test_relationships_are_null_unless_asked_for_then_both_lists(
+    client: httpx.Client, flags: dict[str, str]
+) -> None:
+    [plain] = results(client, exchange_name="memx", fee_action="routed").json()["data"]
+    assert plain["relationships"] is None
+    [item] = results(client, exchange_name="memx", fee_action="routed", **flags).json()["data"]
+    assert item["relationships"] == {"footnotes": [], "definitions": []}  # the data holds none
+    one = client.get(f"{RESULTS}{item['record_id']}", params=flags, headers=exchange_headers())
+    assert one.json()["data"]["relationships"] == {"footnotes": [], "definitions": []}
 
 
 @pytest.mark.parametrize(
@@ -186,7 +216,8 @@ def test_a_scoped_key_sees_only_its_venues_and_is_refused_others(client: httpx.C
             "end_date",
             "is before start_date",
         ),
-        ({"order_by": "created_on"}, "order_by", "not an allowed value"),
+        ({"order_by": "created"}, "order_by", "not an allowed value"),
+        ({"include_footnotes": "1"}, "include_footnotes", "must be true or false"),
         ({"order_dir": "up"}, "order_dir", "not an allowed value"),
         ({"latest_only": "yes"}, "latest_only", "must be true or false"),
         ({"format": "xlsx"}, "format", "not an allowed value"),
@@ -290,6 +321,7 @@ def test_exchange_details(client: httpx.Client, fixture_version: IngestResult) -
     ("name", "key", "status", "message"),
     [
         ("nowhere", KEYS["full"], 404, "Exchange not found."),
+        ("cboe", KEYS["full"], 404, "Exchange has no fee schedule records."),  # in the registry
         ("nasdaq", KEYS["nyse"], 403, "You do not have access to the requested exchange."),
     ],
 )
@@ -317,12 +349,42 @@ def test_csv_export_matches_a_direct_query_row_for_row(
     ]
 
 
-def test_csv_export_prints_ingested_at_as_the_json_answer_does(client: httpx.Client) -> None:
+def test_csv_export_prints_scraped_time_as_the_json_answer_does(client: httpx.Client) -> None:
     page = results(client, exchange_name="nasdaq", page_size=100).json()["data"]
     rows = csv.DictReader(io.StringIO(results(client, exchange_name="nasdaq", format="csv").text))
-    as_csv = {row["record_id"]: row["ingested_at"] for row in rows}
-    assert as_csv == {item["record_id"]: item["ingested_at"] for item in page}
+    as_csv = {row["record_id"]: row["scraped_time"] for row in rows}
+    assert as_csv == {item["record_id"]: item["scraped_time"] for item in page}
     assert all(value.endswith("Z") and "T" in value for value in as_csv.values())
+
+
+@pytest.mark.parametrize("kind", ["json", "csv", "parquet"])
+def test_every_format_carries_the_same_fields_in_the_same_order(
+    client: httpx.Client, kind: str
+) -> None:
+    params = {"exchange_name": "memx", "include_footnotes": "true", "format": kind}
+    response = results(client, **params)
+    if kind == "json":
+        names = list(response.json()["data"][0])
+    elif kind == "csv":
+        names = next(csv.reader(io.StringIO(response.text)))
+    else:
+        names = pq.read_table(io.BytesIO(response.content)).column_names
+    assert names == [name for name, _ in queries.RESULT_FIELDS]
+
+
+def test_exports_carry_relationships_when_asked(client: httpx.Client) -> None:
+    flagged = {"exchange_name": "memx", "include_definitions": "true"}
+    rows = list(csv.DictReader(io.StringIO(results(client, format="csv", **flagged).text)))
+    assert {row["relationships"] for row in rows} == {'{"footnotes":[],"definitions":[]}'}
+    unflagged = results(client, format="csv", exchange_name="memx").text
+    plain = list(csv.DictReader(io.StringIO(unflagged)))
+    assert {row["relationships"] for row in plain} == {""}
+    table = pq.read_table(io.BytesIO(results(client, format="parquet", **flagged).content))
+    assert table.column("relationships").to_pylist() == [{"footnotes": [], "definitions": []}] * 3
+    assert str(table.schema.field("relationships").type) == (
+        "struct<footnotes: list<element: struct<text: string>>, "
+        "definitions: list<element: struct<term: string, text: string>>>"
+    )
 
 
 def test_parquet_export_by_accept_header_keeps_types(

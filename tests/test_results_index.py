@@ -33,6 +33,7 @@ PAGES = [
     {"page_size": "3", "page_number": "2", "order_by": "amount", "order_dir": "asc"},
     {"exchange_name": "nyse", "fee_action": "make", "order_by": "fee_category"},
     {"start_date": "2021-01-01", "latest_only": "true", "order_by": "exchange_name"},
+    {"order_by": "created_on", "include_footnotes": "true", "include_source": "true"},
 ]
 
 
@@ -73,7 +74,7 @@ def sql_page(
     [(count,)] = dataset.query(*queries.count_matching(selection))
     sql, parameters = queries.page_of_results(
         selection, order_by=order_by, order_dir=order_dir, limit=size, offset=offset,
-        include_source=False,
+        included=queries.Included(),
     )  # fmt: skip
     return int(count), [str(row["record_id"]) for row in dataset.rows(sql, parameters)]
 
@@ -83,9 +84,7 @@ def index_page(
     order_dir: str, offset: int, size: int,
 ) -> tuple[int, list[str]]:  # fmt: skip
     count, positions = index.page(selection, order_by, order_dir, offset, size)
-    return count, [
-        str(row["record_id"]) for row in dataset.rows_at(positions, include_source=False)
-    ]
+    return count, [str(row["record_id"]) for row in dataset.rows_at(positions, queries.Included())]
 
 
 def test_the_index_pages_exactly_as_sql_orders_them(indexed: Indexed) -> None:
@@ -143,7 +142,7 @@ def test_ordered_chunks_give_every_match_in_the_order_sql_gives(
         assert all(0 < len(positions) <= chunk for positions in chunks)
         found = [int(position) for positions in chunks for position in positions]
         assert len(found) == total
-        ids = indexed.dataset.rows_at(found, include_source=False)
+        ids = indexed.dataset.rows_at(found, queries.Included())
         assert [str(row["record_id"]) for row in ids] == expected, (selection, order_by)
         nonempty += bool(found)
     assert nonempty > 10
@@ -154,7 +153,8 @@ def test_an_export_reads_its_rows_a_chunk_at_a_time(indexed: Indexed) -> None:
     selection = queries.Selection(venues=indexed.venues)
     total, _ = indexed.index.page(selection, "amount", "asc", 0, 1)
     chunks = indexed.index.ordered(selection, "amount", "asc", 500)
-    batches = indexed.dataset.batches_at(chunks, shape="csv", include_source=True, size=500)
+    included = queries.Included(source=True, relationships=True)
+    batches = indexed.dataset.batches_at(chunks, shape="csv", included=included, size=500)
     sizes = [batch.num_rows for batch in batches]
     assert sum(sizes) == total > 5_000
     assert max(sizes) <= 500 and len(sizes) >= total // 500
@@ -192,5 +192,5 @@ def _rows(download: httpx.Response, kind: str) -> list[dict[str, object]]:
         rows: list[dict[str, object]] = list(csv.DictReader(io.StringIO(download.text)))
     else:
         rows = pq.read_table(io.BytesIO(download.content)).to_pylist()
-    per_ingest = ("version_id", "ingested_at")
+    per_ingest = ("version_id", "scraped_time")
     return [{k: v for k, v in row.items() if k not in per_ingest} for row in rows]
