@@ -19,6 +19,7 @@ import httpx
 import pytest
 import rulebook
 from rulebook.types import FeeScheduleResult
+from rulebook.types.fee_schedule_result import Relationships
 
 from ingest.pipeline import IngestResult
 from service.settings import Settings
@@ -157,7 +158,7 @@ def test_one_result_with_every_flag_is_the_plain_answer(
     assert (typed.data.fee_symbol, typed.data.fee_excluded_symbols) == ("SPY, QQQ", "TSLA")
     assert typed.data.fee_monthly_volume == "Tier 2"
     assert typed.data.source_document == "MEMX Fee Schedule"
-    assert typed.data.relationships == rulebook.types.fee_schedule_result.Relationships()
+    assert typed.data.relationships == Relationships(footnotes=[], definitions=[])
     assert typed.meta.record_count == 1
 
 
@@ -424,19 +425,26 @@ def test_the_sdks_own_retry_honours_retry_after(trickle_server: LiveServer, mode
 
 
 @pytest.mark.parametrize(
-    ("service_key", "status"),
-    [(KEYS["full"], 200), ("not-a-key", 401), ("", 401)],
+    ("service_key", "allowed"),
+    [(KEYS["full"], True), ("not-a-key", False), ("", False)],
     ids=["valid", "wrong", "empty"],
 )
 def test_the_specs_header_wins_over_the_sdks_when_both_are_sent(
-    sdk_environment: str, service_key: str, status: int
+    sdk_environment: str, service_key: str, allowed: bool
 ) -> None:
     """The SDK's header carries a valid key here; ours, sent as well, decides."""
+    sent: list[httpx.Headers] = []
+    hooked = httpx.Client(event_hooks={"request": [lambda request: sent.append(request.headers)]})
     headers = {"x-service-api-access-key": service_key}
-    with rulebook.Rulebook(default_headers=headers, max_retries=0) as sdk:
-        raw = sdk._client.get(f"{sdk.base_url}/exchanges/", headers=sdk.default_headers)
-    assert raw.request.headers["x-rulebook-api-access-key"] == KEYS["full"]
-    assert raw.status_code == status
+    with rulebook.Rulebook(default_headers=headers, max_retries=0, http_client=hooked) as sdk:
+        if allowed:
+            assert sdk.exchanges.list().data
+        else:
+            with pytest.raises(rulebook.AuthenticationError):
+                sdk.exchanges.list()
+    [request_headers] = sent
+    assert request_headers["x-rulebook-api-access-key"] == KEYS["full"]
+    assert request_headers["x-service-api-access-key"] == service_key
 
 
 def test_a_scoped_key_in_the_sdks_header_sees_only_its_venues(
