@@ -1,5 +1,5 @@
 """`fees ingest` (also `python -m ingest`): validate raw fee CSVs and publish them as a new
-dataset version. The arguments and the run; `service.cli` is the command line around them."""
+dataset version. The arguments and the run; `ingest.cli` is the command line around them."""
 
 import argparse
 import sys
@@ -8,16 +8,17 @@ from pathlib import Path
 
 import duckdb
 
+from ingest import cli
 from ingest.errors import IngestError
 from ingest.pipeline import IngestResult, describe_reject, run_ingest
-from ingest.storage import is_s3
+from ingest.storage import location
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--raw", type=Path, default=Path("data/raw"), help="raw CSV directory")
     parser.add_argument(
         "--data",
-        type=data_location,
+        type=location,
         help="data directory or s3://bucket/prefix (default: FEES_DATA_DIR, else data/warehouse)",
     )
     parser.add_argument("--registry", type=Path, default=Path("data/exchanges.csv"))
@@ -49,10 +50,6 @@ def run(args: argparse.Namespace) -> int:
         return 1
     print(summary(result, time.perf_counter() - started))
     return 0
-
-
-def data_location(text: str) -> Path | str:
-    return text if is_s3(text) else Path(text)
 
 
 def at_least_one(text: str) -> int:
@@ -92,9 +89,7 @@ def summary(result: IngestResult, seconds: float) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """`python -m ingest ARGS` is `fees ingest ARGS`."""
-    from service.cli import main as fees  # the command line is the service's (`fees`)
-
-    return fees(["ingest", *(sys.argv[1:] if argv is None else argv)])
+    return cli.main("ingest", argv)
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import duckdb
 
+from ingest import cli
 from ingest.publish import current_version_dir
 from ingest.stage import sql_string
 
@@ -56,9 +57,7 @@ def run(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     """`python -m ingest.query ARGS` is `fees sql ARGS`."""
-    from service.cli import main as fees  # the command line is the service's (`fees`)
-
-    return fees(["sql", *(sys.argv[1:] if argv is None else argv)])
+    return cli.main("sql", argv)
 
 
 if __name__ == "__main__":

@@ -45,6 +45,31 @@ def split_s3(url: str) -> tuple[str, str]:
     return parts.netloc, parts.path.strip("/")
 
 
+def location(text: str) -> Path | str:
+    """A data location as given (`--data`, `FEES_DATA_DIR`): a directory, or
+    `s3://bucket[/prefix]`."""
+    if text.startswith("s3:"):
+        split_s3(text)  # raises ValueError naming the allowed form
+        return text
+    return Path(text)
+
+
+def has_valid_port(url: str) -> bool:
+    try:
+        urlsplit(url).port  # noqa: B018 (raises for a port that is not a number up to 65535)
+    except ValueError:
+        return False
+    return True
+
+
+def endpoint_url(text: str) -> str:
+    """An S3-compatible endpoint (`FEES_S3_ENDPOINT_URL`)."""
+    parts = urlsplit(text)
+    if parts.scheme not in ("http", "https") or not parts.hostname or not has_valid_port(text):
+        raise ValueError("must be http(s)://host[:port] (an S3-compatible endpoint)")
+    return text
+
+
 @dataclass
 class LocalStorage:
     root: Path  # the data directory itself

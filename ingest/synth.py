@@ -41,6 +41,7 @@ from pathlib import Path
 
 import duckdb
 
+from ingest import cli
 from ingest.errors import IngestError
 from ingest.registry import load_registry
 
@@ -512,9 +513,7 @@ def run(args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """`python -m ingest.synth ARGS` is `fees synth ARGS`."""
-    from service.cli import main as fees  # the command line is the service's (`fees`)
-
-    return fees(["synth", *(sys.argv[1:] if argv is None else argv)])
+    return cli.main("synth", argv)
 
 
 if __name__ == "__main__":

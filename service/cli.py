@@ -11,8 +11,8 @@
 Settings come from `FEES_*` environment variables (README, "Settings"); flags given on the
 command line win. Exit status: 0 done; 1 the command failed (a refused ingest, a failed
 query, an unknown key id); 2 bad arguments or settings. A failure is one line on stderr.
-`python -m ingest`, `python -m ingest.query`, `python -m ingest.synth` and `python -m service`
-are the same commands under their older names.
+`python -m service` is `fees`; `python -m ingest`, `python -m ingest.query` and
+`python -m ingest.synth` are its data commands alone (`ingest.cli`), without the service.
 """
 
 import argparse
@@ -21,28 +21,21 @@ import sys
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import NoReturn
 
 import uvicorn
 from starlette.applications import Starlette
 
+from ingest.cli import Parser, add_command, execute
 from ingest.errors import InvalidRegistry
 from ingest.registry import load_registry
 from service import accounts, memory
-from service.settings import VARIABLES, Settings, SettingsError
+from service.settings import VARIABLES, Settings
 
 # A new version opens in a background thread while the event loop answers. Each time that
 # thread comes back from C code (DuckDB, Arrow, numpy) it waits for the loop to let go of the
 # GIL, up to the switch interval (5 ms by default). Under load a 10M-record version took
 # 1.7-2.1 s from publish to served with 5 ms, 1.0-1.4 s with 0.5-1 ms (make bench's switch).
 SWITCH_INTERVAL_SECONDS = 0.0005
-
-
-class Parser(argparse.ArgumentParser):
-    """argparse, with a usage error as one line (and status 2) instead of the usage block."""
-
-    def error(self, message: str) -> NoReturn:
-        self.exit(2, f"{self.prog}: {message} (see `{self.prog} --help`)\n")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -53,32 +46,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         # of `--workers` inherit it: they are new interpreters in which uvicorn's configuration
         # (its protocol class) loads duckdb before any app factory could set it.
         memory.configure_duckdb_allocator()
-    args = parser().parse_args(arguments)
-    try:
-        status: int = args.run(args)
-    except SettingsError as error:
-        print(f"fees {args.command}: {error}", file=sys.stderr)
-        return 2
-    except OSError as error:  # a file or directory the command could not use
-        print(f"fees {args.command}: {error}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        return 130
-    return status
+    return execute(parser().parse_args(arguments))
 
 
 def parser() -> Parser:
-    # Imported here, not above: `main` must configure DuckDB's allocator before they load it.
-    from ingest import __main__ as ingest_command
-    from ingest import query, synth
-
     fees = Parser(
         prog="fees", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     commands = fees.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    command = commands.add_parser("ingest", help="validate raw fee CSVs and publish a version")
-    ingest_command.add_arguments(command)
-    command.set_defaults(run=with_data_dir(ingest_command.run))
+    add_command(commands, "ingest")  # the data commands are `ingest.cli`'s
     add_serve(
         commands.add_parser(
             "serve",
@@ -87,26 +63,9 @@ def parser() -> Parser:
         )
     )
     add_keys(commands.add_parser("keys", help="issue, list and revoke API keys"))
-    command = commands.add_parser("sql", help="run SQL against the current version")
-    query.add_arguments(command)
-    command.set_defaults(run=with_data_dir(query.run))
-    command = commands.add_parser("synth", help="write synthetic raw fee CSVs for benchmarks")
-    synth.add_arguments(command)
-    command.set_defaults(run=synth.run)
+    add_command(commands, "sql")
+    add_command(commands, "synth")
     return fees
-
-
-def with_data_dir(run: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
-    """`run` with `--data` defaulting to FEES_DATA_DIR, where `fees serve` looks."""
-
-    def defaulted(args: argparse.Namespace) -> int:
-        settings = Settings.from_environ()
-        if args.data is None:
-            args.data = settings.data_dir
-        args.s3_endpoint_url = settings.s3_endpoint_url
-        return run(args)
-
-    return defaulted
 
 
 def setting(field: str) -> Callable[[str], object]:

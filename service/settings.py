@@ -16,12 +16,13 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from ingest.storage import is_s3, split_s3
+from ingest.cli import DEFAULT_DATA_DIR, InvalidSetting, setting
+from ingest.storage import endpoint_url, has_valid_port, is_s3, location
 from service.accounts import Keystore
 
-
-class SettingsError(ValueError):
-    """A setting that cannot be used; the message says which, its value and what is allowed."""
+# A setting that cannot be used; the message says which, its value and what is allowed. The
+# data commands read theirs the same way, and raise the same error (`ingest.cli`).
+SettingsError = InvalidSetting
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -29,7 +30,7 @@ class Settings:
     host: str = "127.0.0.1"  # `fees serve`'s address; loopback unless a proxy needs more
     port: int = 8000
     workers: int = 1  # `fees serve`'s processes, each with its own connection and cache
-    data_dir: Path | str = Path("data/warehouse")  # a directory, or an s3://bucket/prefix URL
+    data_dir: Path | str = DEFAULT_DATA_DIR  # a directory, or an s3://bucket/prefix URL
     accounts_file: Path = Path("data/accounts.json")
     duckdb_memory: str = "1GB"
     duckdb_threads: int = 2
@@ -56,12 +57,9 @@ class Settings:
         env = os.environ if environ is None else environ
         values: dict[str, Any] = {}
         for field, (variable, parse) in VARIABLES.items():
-            text = env.get(variable, "").strip()
-            if text:
-                try:
-                    values[field] = parse(text)
-                except ValueError as error:
-                    raise SettingsError(f"{variable}={text!r}: {error}") from None
+            value = setting(env, variable, parse)
+            if value is not None:
+                values[field] = value
         return cls(**values)
 
     def check_data_dir(self) -> None:
@@ -144,7 +142,7 @@ def redis_url(text: str) -> str:
     parts = urlsplit(text)
     network = parts.scheme in ("redis", "rediss") and bool(parts.hostname)
     if not (
-        (network and _has_valid_port(text) and re.fullmatch(r"/?\d*", parts.path))
+        (network and has_valid_port(text) and re.fullmatch(r"/?\d*", parts.path))
         or (parts.scheme == "unix" and parts.path not in ("", "/"))
     ):
         raise ValueError(
@@ -152,14 +150,6 @@ def redis_url(text: str) -> str:
             "unix:///path/to/redis.sock"
         )
     return text
-
-
-def _has_valid_port(url: str) -> bool:
-    try:
-        urlsplit(url).port  # noqa: B018 (raises for a port that is not a number up to 65535)
-    except ValueError:
-        return False
-    return True
 
 
 # An origin as browsers send it: scheme, host and an optional port; no path, no slash at the end.
@@ -178,21 +168,6 @@ def origins(text: str) -> tuple[str, ...]:
     return given
 
 
-def data_location(text: str) -> Path | str:
-    """A directory, or `s3://bucket[/prefix]`."""
-    if text.startswith("s3:"):
-        split_s3(text)  # raises ValueError naming the allowed form
-        return text
-    return Path(text)
-
-
-def endpoint_url(text: str) -> str:
-    parts = urlsplit(text)
-    if parts.scheme not in ("http", "https") or not parts.hostname or not _has_valid_port(text):
-        raise ValueError("must be http(s)://host[:port] (an S3-compatible endpoint)")
-    return text
-
-
 def cache_directory(text: str) -> Path:
     path = Path(text)
     if path.exists() and not path.is_dir():
@@ -205,7 +180,7 @@ VARIABLES: dict[str, tuple[str, Callable[[str], Any]]] = {
     "host": ("FEES_HOST", str),
     "port": ("FEES_PORT", integer(minimum=1, maximum=65535)),
     "workers": ("FEES_WORKERS", integer(minimum=1)),
-    "data_dir": ("FEES_DATA_DIR", data_location),
+    "data_dir": ("FEES_DATA_DIR", location),
     "accounts_file": ("FEES_ACCOUNTS_FILE", Path),
     "duckdb_memory": ("FEES_DUCKDB_MEMORY", memory_size),
     "duckdb_threads": ("FEES_DUCKDB_THREADS", integer(minimum=1)),

@@ -82,6 +82,48 @@ def test_sql_prints_a_table(published: Path) -> None:
     )
 
 
+# Runs a data command as its own module does, then names any service module it loaded.
+WITHOUT_THE_SERVICE = """
+import sys
+from ingest import cli
+status = cli.main(sys.argv[1], sys.argv[2:])
+loaded = sorted(name for name in sys.modules if name.split(".")[0] == "service")
+print(status, loaded)
+"""
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["sql", "select count(*) from fees"],
+        ["ingest", "--raw", str(FIXTURES / "raw"), "--registry", str(REGISTRY)],
+    ],
+    ids=["sql", "ingest"],
+)
+def test_the_data_commands_run_without_loading_the_service(
+    published: Path, args: list[str]
+) -> None:
+    """`python -m ingest` and `python -m ingest.query` are the data commands alone: the program
+    that writes versions never imports the one that serves them."""
+    clean = {name: value for name, value in os.environ.items() if not name.startswith("FEES_")}
+    done = subprocess.run(
+        [sys.executable, "-c", WITHOUT_THE_SERVICE, *args], cwd=ROOT,
+        env={**clean, "FEES_DATA_DIR": str(published)}, capture_output=True, text=True,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[-1] == "0 []"
+
+
+def test_a_data_command_refuses_a_bad_setting_in_one_line(tmp_path: Path) -> None:
+    clean = {name: value for name, value in os.environ.items() if not name.startswith("FEES_")}
+    done = subprocess.run(
+        [sys.executable, "-m", "ingest.query", "select 1"], cwd=ROOT,
+        env={**clean, "FEES_DATA_DIR": "s3://"}, capture_output=True, text=True,
+    )  # fmt: skip
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr == "fees sql: FEES_DATA_DIR='s3://': must be s3://bucket[/prefix]\n"
+
+
 def test_keys_are_added_listed_and_revoked(tmp_path: Path) -> None:
     env = {"FEES_ACCOUNTS_FILE": str(tmp_path / "accounts.json")}
     added = fees("keys", "add", "--account", "desk", "--exchange", "nyse",
