@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TextIO
 
 from ingest.errors import MalformedFile
-from ingest.schema import RAW_COLUMNS, RAW_LAYOUTS, V1_RAW_COLUMNS
+from ingest.schema import DETAIL_COLUMNS, RAW_COLUMNS, RAW_LAYOUTS, V1_RAW_COLUMNS
 
 CHUNK = 1 << 22
 
@@ -57,8 +57,9 @@ def check_header(path: Path, shown: str) -> tuple[str, ...]:
     raise MalformedFile(
         shown,
         1,
-        f"header must be exactly: {','.join(RAW_COLUMNS)} (or schema 1's, which stops after "
-        f"{V1_RAW_COLUMNS[-1]}); {'; '.join(differences)}",
+        f"header must be exactly: {','.join(RAW_COLUMNS)} (or that of schema 2, which stops "
+        f"after {DETAIL_COLUMNS[-1]}, or of schema 1, after {V1_RAW_COLUMNS[-1]}); "
+        f"{'; '.join(differences)}",
     )
 
 

@@ -8,7 +8,8 @@ the same facts for people; `tests/test_schema_docs.py` keeps them in step.
 from typing import Final
 
 # 2: the seven detail columns (`DETAIL_COLUMNS`), in the raw format and the Parquet.
-SCHEMA_VERSION: Final = 2
+# 3: the three provenance columns (`PROVENANCE_COLUMNS`), likewise.
+SCHEMA_VERSION: Final = 3
 
 # The raw columns of schema 1, which a raw file may still use as its header: its rows are read
 # with the detail columns empty, and keep the record ids they had (`ingest.stage.RECORD_ID`).
@@ -47,10 +48,17 @@ DETAIL_COLUMNS: Final = (
     "extra_info",
 )
 
-RAW_COLUMNS: Final = (*V1_RAW_COLUMNS, *DETAIL_COLUMNS)
+V2_RAW_COLUMNS: Final = (*V1_RAW_COLUMNS, *DETAIL_COLUMNS)
 
-# The headers a raw file may have: the current columns, or schema 1's.
-RAW_LAYOUTS: Final = (RAW_COLUMNS, V1_RAW_COLUMNS)
+# How a line is known (`docs/raw-format.md`, "Provenance"): the kind of its source, how its
+# dates are known, and whether the source or its reading is in doubt. Required in a file of the
+# current layout; a file of an older layout has none, and its records say so with nulls.
+PROVENANCE_COLUMNS: Final = ("source_kind", "date_basis", "uncertain")
+
+RAW_COLUMNS: Final = (*V2_RAW_COLUMNS, *PROVENANCE_COLUMNS)
+
+# The headers a raw file may have: the current columns, or those of schema 2 or 1.
+RAW_LAYOUTS: Final = (RAW_COLUMNS, V2_RAW_COLUMNS, V1_RAW_COLUMNS)
 
 REQUIRED: Final = frozenset(
     {
@@ -62,7 +70,6 @@ REQUIRED: Final = frozenset(
         "fee_name",
         "fee_amount",
         "effective_start",
-        "source_document",
     }
 )
 
@@ -97,7 +104,24 @@ VOCABULARIES: Final[dict[str, tuple[str, ...]]] = {
         "not_applicable",
         "simple_order",
     ),
+    # `primary`: the venue's own schedule, notice or filing, or a regulator's; `secondary`: a
+    # broker's table, the trade press, an aggregator, a third-party copy; `illustrative`: a
+    # made-up figure with no source (test and benchmark data only).
+    "source_kind": ("illustrative", "primary", "secondary"),
+    # `stated`: the source gives the date; `derived`: computed from another dated fact (an end
+    # the day before the next start); `observed`: the source shows the line in force on that day,
+    # and it may have started earlier.
+    "date_basis": ("derived", "observed", "stated"),
 }
+
+# The values of the raw format's one yes-or-no column, `uncertain` (a BOOLEAN when published).
+FLAG_VALUES: Final = ("false", "true")
+
+# Every column whose values form a closed set: the vocabularies and the flag.
+CLOSED_VALUES: Final[dict[str, tuple[str, ...]]] = VOCABULARIES | {"uncertain": FLAG_VALUES}
+
+# The kinds of source that name one (`source_document` and `source_url` required).
+SOURCED_KINDS: Final = ("primary", "secondary")
 
 DATE_COLUMNS: Final = ("effective_start", "effective_end")
 
@@ -134,6 +158,9 @@ FEE_COLUMNS: Final[tuple[tuple[str, str], ...]] = (
     ("source_document", "VARCHAR"),
     ("source_url", "VARCHAR"),
     ("page_number", "INTEGER"),
+    ("source_kind", "VARCHAR"),
+    ("date_basis", "VARCHAR"),
+    ("uncertain", "BOOLEAN"),
     ("source_file", "VARCHAR"),
     ("source_line", "BIGINT"),
     ("version_id", "VARCHAR"),

@@ -22,7 +22,7 @@ import duckdb
 import numpy as np
 import numpy.typing as npt
 
-from ingest.schema import VOCABULARIES
+from ingest.schema import CLOSED_VALUES
 from ingest.stage import sql_string
 
 SERVING_FILE: Final = "serving.duckdb"
@@ -31,8 +31,9 @@ CODES_FILE: Final = "codes.json"
 NO_END: Final = np.iinfo(np.int32).max  # an effective_end that is still open
 NULL_RANK: Final = np.iinfo(np.uint32).max  # an amount that is not a plain money figure
 
-# The code of a vocabulary value is its 1-based place in the vocabulary (0: no value).
-CODED: Final = tuple(VOCABULARIES)
+# The code of a closed column's value (a vocabulary's, or `uncertain`'s `false`/`true`) is its
+# 1-based place in its list of values (0: no value).
+CODED: Final = tuple(CLOSED_VALUES)
 
 # The sorted records live in the serving file from the start: `ingest.write` creates this
 # table and writes the Parquet files from it, so the rows are materialized once, not twice
@@ -48,7 +49,8 @@ SELECT
     CAST(list_position($venues, exchange) AS UTINYINT) AS exchange,
     {
     ", ".join(
-        f"CAST(coalesce(list_position(${name}, {name}), 0) AS UTINYINT) AS {name}" for name in CODED
+        f"CAST(coalesce(list_position(${name}, CAST({name} AS VARCHAR)), 0) AS UTINYINT) AS {name}"
+        for name in CODED
     )
 },
     CAST(effective_start - DATE '1970-01-01' AS INTEGER) AS effective_start,
@@ -100,7 +102,7 @@ def _write_index(con: duckdb.DuckDBPyConnection, index: Path) -> None:
     names = {
         "exchange": _distinct(con, "exchange"),
         "version_id": _distinct(con, "version_id"),
-        **{name: list(VOCABULARIES[name]) for name in CODED},
+        **{name: list(CLOSED_VALUES[name]) for name in CODED},
     }
     if len(names["exchange"]) > np.iinfo(np.uint8).max:
         raise ValueError("more venues than the index's 8-bit venue code holds")

@@ -23,13 +23,15 @@ import pyarrow as pa
 from tqdm import tqdm
 
 from ingest.schema import (
+    CLOSED_VALUES,
     DATE_COLUMNS,
     DETAIL_COLUMNS,
+    PROVENANCE_COLUMNS,
     RAW_COLUMNS,
     RAW_LAYOUTS,
     REQUIRED,
+    SOURCED_KINDS,
     V1_RAW_COLUMNS,
-    VOCABULARIES,
 )
 
 # The registered name of the Arrow batches the main query and the rejects query read.
@@ -38,11 +40,13 @@ RAW_ROWS: Final = "raw_rows"
 # One file on one thread (`RawRows` sets `threads = 1`), so its rows come in file order and
 # row_number() is the ordinal. (Not `parallel = false`: that reader silently drops a last row
 # whose quote is never closed, where this one reports the file as malformed.) A file of an older
-# layout (`RAW_LAYOUTS`) gives NULL for the columns it lacks.
+# layout (`RAW_LAYOUTS`) gives NULL for the columns it lacks; `provenance_given` says whether
+# its layout has the provenance columns, which are required only then.
 READ_FILE: Final = """
 SELECT
     CAST($file_no AS INTEGER) AS file_no,
     row_number() OVER () AS ordinal,
+    {provenance_given} AS provenance_given,
     {projection}
 FROM read_csv(
     $path,
@@ -61,9 +65,10 @@ FROM read_csv(
 def _read_file(layout: tuple[str, ...]) -> str:
     present = set(layout)
     return READ_FILE.format(
+        provenance_given=str(set(PROVENANCE_COLUMNS) <= present).lower(),
         projection=", ".join(
             name if name in present else f"CAST(NULL AS VARCHAR) AS {name}" for name in RAW_COLUMNS
-        )
+        ),
     )
 
 
@@ -72,7 +77,7 @@ READ_FILES: Final[dict[tuple[str, ...], str]] = {
     layout: _read_file(layout) for layout in RAW_LAYOUTS
 }
 READ_SCHEMA: Final = pa.schema(
-    [("file_no", pa.int32()), ("ordinal", pa.int64())]
+    [("file_no", pa.int32()), ("ordinal", pa.int64()), ("provenance_given", pa.bool_())]
     + [(name, pa.string()) for name in RAW_COLUMNS]
 )
 READER_MEMORY: Final = "256MB"
@@ -80,19 +85,27 @@ BATCH_ROWS: Final = 122_880  # Arrow batches of one DuckDB row group each
 
 
 # A row's JSON text: the JSON array of its schema 1 values, followed by the JSON array of its
-# detail values (`DETAIL_COLUMNS`, added by schema 2) when any is filled. It is the text the
-# content id hashes (`RECORD_ID`), so a row without details keeps the id schema 1 gave it, and
+# later values (`DETAIL_COLUMNS` of schema 2, then `PROVENANCE_COLUMNS` of schema 3) when any
+# is filled. It is the text the content id hashes (`RECORD_ID`), so a row of an older layout
+# keeps the id its schema gave it (a schema 2 row's second array holds only its details), and
 # the test of whether any value needs trimming. JSON keeps null apart from "" and quotes every
 # value, and an array's text ends where it closes, so no two different rows share it.
 # json_array() writes the same text as to_json() of a list, without building the list first
-# (5M rows: 0.8 CPU-seconds less). Most rows have no details, and for them this is the one
-# array, as before schema 2 (1M rows: hashing every row's 26 values, then cutting the empty
+# (5M rows: 0.8 CPU-seconds less). For a row of an older layout without details this is the
+# one array, as before schema 2 (1M rows: hashing every row's 26 values, then cutting the empty
 # details off the text, cost 5% more wall time).
 # (Text, not JSON: two arrays in a row are not one JSON document.)
 V1_JSON: Final = f"CAST(json_array({', '.join(V1_RAW_COLUMNS)}) AS VARCHAR)"
+
+
+def _none_of(columns: tuple[str, ...]) -> str:
+    return " AND ".join(f"{name} IS NULL" for name in columns)
+
+
 RAW_JSON: Final = f"""CASE
-    WHEN {" AND ".join(f"{name} IS NULL" for name in DETAIL_COLUMNS)} THEN {V1_JSON}
-    ELSE {V1_JSON} || json_array({", ".join(DETAIL_COLUMNS)})
+    WHEN {_none_of((*DETAIL_COLUMNS, *PROVENANCE_COLUMNS))} THEN {V1_JSON}
+    WHEN {_none_of(PROVENANCE_COLUMNS)} THEN {V1_JSON} || json_array({", ".join(DETAIL_COLUMNS)})
+    ELSE {V1_JSON} || json_array({", ".join((*DETAIL_COLUMNS, *PROVENANCE_COLUMNS))})
 END"""
 
 # Surrounding spaces are removed and an empty value becomes NULL (the reader already reads an
@@ -112,7 +125,13 @@ def _trimmed(column: str) -> str:
 
 
 TRIMMED_ROWS: Final = f"""
-SELECT file_no, ordinal, raw_json, untouched, {", ".join(_trimmed(name) for name in RAW_COLUMNS)}
+SELECT
+    file_no,
+    ordinal,
+    provenance_given,
+    raw_json,
+    untouched,
+    {", ".join(_trimmed(name) for name in RAW_COLUMNS)}
 FROM (
     SELECT *, {UNTOUCHED} AS untouched
     FROM (SELECT *, {RAW_JSON} AS raw_json FROM {RAW_ROWS})
@@ -174,11 +193,40 @@ def _date_is_bad(column: str) -> str:
     )
 
 
+SOURCED: Final = f"source_kind IN ({', '.join(repr(kind) for kind in SOURCED_KINDS)})"
+
+# When an empty optional value breaks a rule, and why: a row names its source unless it is
+# illustrative (a row of an older layout has no kind, and always names one), and a sourced row
+# its URL; a file of the current layout states every row's provenance (`date_basis` only for a
+# sourced row: nothing states, derives or observes an illustrative row's dates).
+EMPTY_RULES: Final = {
+    "source_document": ("coalesce(source_kind, '') <> 'illustrative'", MISSING),
+    "source_url": (SOURCED, "'a primary or secondary row needs its source URL'"),
+    "source_kind": ("provenance_given", MISSING),
+    "date_basis": (f"provenance_given AND {SOURCED}", MISSING),
+    "uncertain": ("provenance_given", MISSING),
+}
+# What an illustrative row must leave empty, and why.
+NAMES_NO_SOURCE: Final = (
+    "'an illustrative row names no source: leave source_document, source_url and page_number "
+    "empty'"
+)
+NOT_ILLUSTRATIVE: Final = {
+    "source_document": NAMES_NO_SOURCE,
+    "source_url": NAMES_NO_SOURCE,
+    "page_number": NAMES_NO_SOURCE,
+    "date_basis": "'an illustrative row''s dates have no basis: leave date_basis empty'",
+}
+
+
 def _reason(column: str) -> str:
     """The SQL expression giving a column's first broken rule, or "" when it has no rules."""
     rules = _value_rules(column)
     if column in REQUIRED:
         empty = f"WHEN {column} IS NULL THEN {MISSING}"
+    elif column in EMPTY_RULES:
+        condition, reason = EMPTY_RULES[column]
+        empty = f"WHEN {column} IS NULL THEN CASE WHEN {condition} THEN {reason} END"
     elif rules:
         empty = f"WHEN {column} IS NULL THEN NULL"  # an empty optional value breaks no rule
     else:
@@ -193,8 +241,10 @@ def _value_rules(column: str) -> list[str]:
         # A list, not a subquery: a join in the main query could be planned with the raw rows
         # (whose count DuckDB cannot know) as its build side.
         rules.append("WHEN NOT list_contains($exchange, exchange) THEN 'unknown venue code'")
-    if column in VOCABULARIES:
-        allowed = ", ".join(VOCABULARIES[column])
+    if column in NOT_ILLUSTRATIVE:
+        rules.append(f"WHEN source_kind = 'illustrative' THEN {NOT_ILLUSTRATIVE[column]}")
+    if column in CLOSED_VALUES:
+        allowed = ", ".join(CLOSED_VALUES[column])
         rules.append(f"WHEN NOT list_contains(${column}, {column}) THEN 'not one of: {allowed}'")
     if column in DATE_COLUMNS:
         rules.append(f"WHEN {_date_is_bad(column)} THEN {BAD_DATE}")
@@ -240,7 +290,7 @@ CHECKS: Final = tuple(_check(number, column) for number, column in CHECKED)
 
 def allowed_values(venues: list[str]) -> dict[str, list[str]]:
     """The values each closed column may hold: the registry's venue codes, the vocabularies."""
-    return {"exchange": venues} | {column: list(values) for column, values in VOCABULARIES.items()}
+    return {"exchange": venues} | {column: list(values) for column, values in CLOSED_VALUES.items()}
 
 
 def rule_parameters(statement: str, venues: list[str]) -> dict[str, list[str]]:

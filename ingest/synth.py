@@ -27,7 +27,8 @@ The shape mimics real schedules, because date-filter and rollup benchmarks depen
   otherwise the day before a later boundary (1 to 24 months later, at most 2026-12-31);
 * amounts are printed as in real schedules (``$0.0030``, ``($0.0020)``, ``$1,500.00``) with
   ~5 % non-plain forms (``0.30% of TDV``, ``Free``, ``$0.10 - $0.25``);
-* some text fields contain commas or double quotes so CSV quoting is exercised.
+* some text fields contain commas or double quotes so CSV quoting is exercised;
+* every row is ``illustrative`` (``source_kind``) and names no source.
 """
 
 import argparse
@@ -95,7 +96,6 @@ drawn AS (
     SELECT
         i,
         h1 % 1000000 AS u_venue,
-        1 + (h1 // 1000000) % 48 AS page_number,
         h2 % 100 AS u_category,
         (h2 // 100) % 100 AS u_action,
         (h2 // 10000) % 100 AS u_participant,
@@ -330,14 +330,11 @@ SELECT
     END AS notes,
     strftime(start_date, '%Y-%m-%d') AS effective_start,
     strftime(end_date, '%Y-%m-%d') AS effective_end,
-    -- "<venue> Fee Schedule, effective March 1, 2024": the comma forces quoting.
-    display_name || ' Fee Schedule, effective '
-        || ['January', 'February', 'March', 'April', 'May', 'June', 'July', 'August',
-            'September', 'October', 'November', 'December'][month(start_date)]
-        || ' 1, ' || year(start_date) AS source_document,
-    'https://fees.example.com/' || lower(exchange) || '/' || fee_type || '-fee-schedule-'
-        || strftime(start_date, '%Y-%m') || '.pdf' AS source_url,
-    page_number,
+    -- Made-up figures name no source (docs/raw-format.md, "Provenance"): `source_kind` says
+    -- so on every row, and the source columns stay empty.
+    NULL AS source_document,
+    NULL AS source_url,
+    NULL AS page_number,
     -- The detail columns, sparse as in real schedules: most lines need none of them.
     CASE
         WHEN u_action_details >= 20 THEN NULL
@@ -365,7 +362,10 @@ SELECT
         WHEN u_exclusions < 5 THEN 'Excludes QCCs and transactions described in Endnote 12'
     END AS exclusions,
     CASE WHEN u_extra_info < 5 THEN 'Payable to the first billable side, "Member" only'
-    END AS extra_info
+    END AS extra_info,
+    'illustrative' AS source_kind,
+    NULL AS date_basis,
+    'false' AS uncertain
 FROM dated
 -- Explicit order by the row number keeps files byte-identical with any thread count.
 ORDER BY i

@@ -66,6 +66,7 @@ DERIVED: Final = {
     "effective_start": "CAST(effective_start AS DATE)",
     "effective_end": "CAST(effective_end AS DATE)",
     "page_number": "CAST(page_number AS INTEGER)",
+    "uncertain": "CAST(uncertain AS BOOLEAN)",
     "source_file": "$paths[file_no + 1]",
     "source_line": "ordinal + 1",  # the line, unless its file is irregular (`fix_lines`)
     "version_id": "coalesce(previous.version_id, $version_id)",
@@ -153,8 +154,9 @@ def sort_records(
 ) -> int:
     """Read, check, derive and sort every valid row into `RECORDS` (the serving file must be
     attached: `ingest.serving.attach`); returns the count of rows kept."""
-    for column, values in allowed_values(venues).items():
-        con.execute(CREATE_ENUM.format(column=column), {"values": values})
+    allowed = allowed_values(venues)
+    for column in ENUMERATED:
+        con.execute(CREATE_ENUM.format(column=column), {"values": allowed[column]})
     parameters = rule_parameters(SORT_RECORDS, venues) | {
         "paths": paths,
         "version_id": version_id,

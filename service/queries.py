@@ -47,6 +47,9 @@ RESULT_FILTERS: Final = {
     "fee_symbol_classification": "symbol_classification",
     "fee_symbol_type": "symbol_type",
     "fee_trade_type": "trade_type",
+    "source_kind": "source_kind",
+    "date_basis": "date_basis",
+    "uncertain": "uncertain",
 }
 
 # Sort keys clients may choose, mapped to columns (never taken from the request as text).
@@ -152,9 +155,12 @@ RELATIONSHIPS: Final = """CAST({'footnotes': [], 'definitions': []} AS STRUCT(
 # means what one of its fields means, the answer uses its name (`fee_name` is its
 # `fee_charge_type`, `ingested_at` its `scraped_time`, ...), so no value is sent twice. JSON
 # answers shape some of them in SQL (dates as text, the decimal amount as a number); exports
-# keep the stored types. Provenance fields are null unless `include_source` is true;
-# `relationships` unless `include_footnotes` or `include_definitions` is. The serving copy holds
-# `record_id` as a UUID (`ingest.write`), the Parquet files as text: answers always carry text.
+# keep the stored types. The source's fields (document, link, page, raw file and line) are null
+# unless `include_source` is true, as in the compatible service; how the record is known
+# (`source_kind`, `date_basis`, `uncertain`) is always sent, since clients filter on it.
+# `relationships` is null unless `include_footnotes` or `include_definitions` is true. The
+# serving copy holds `record_id` as a UUID (`ingest.write`), the Parquet files as text: answers
+# always carry text.
 RESULT_FIELDS: Final = (
     ("record_id", TEXT_ID),
     ("exchange_name", "exchange"),
@@ -189,6 +195,9 @@ RESULT_FIELDS: Final = (
     ("unit", "unit"),
     ("effective_start", "effective_start"),
     ("effective_end", "effective_end"),
+    ("source_kind", "source_kind"),
+    ("date_basis", "date_basis"),
+    ("uncertain", "uncertain"),
     ("source_file", "source_file"),
     ("source_line", "source_line"),
 )

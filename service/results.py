@@ -15,7 +15,7 @@ import pyarrow as pa
 from starlette.requests import Request
 from starlette.responses import Response
 
-from ingest.schema import VOCABULARIES
+from ingest.schema import CLOSED_VALUES
 from service import export, queries
 from service.access import current_dataset, key_header_account
 from service.accounts import Account
@@ -238,7 +238,7 @@ def _filters(query: Query) -> dict[str, list[str]]:
     """The given dimension filters (venues aside), each value checked against its vocabulary."""
     chosen = {}
     for name, column in queries.RESULT_FILTERS.items():
-        values = None if column == "exchange" else query.choices(name, VOCABULARIES[column])
+        values = None if column == "exchange" else query.choices(name, CLOSED_VALUES[column])
         if values is not None:
             chosen[name] = values
     return chosen

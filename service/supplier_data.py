@@ -41,7 +41,12 @@ RECORD: Final = """
     CAST(amount AS DOUBLE) AS amount,
     currency,
     unit,
-    fee_basis"""
+    fee_basis,
+    source_kind,
+    date_basis,
+    uncertain,
+    source_document,
+    source_url AS source_link"""
 
 
 def supplier_data(request: Request) -> JSON:

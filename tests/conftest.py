@@ -29,11 +29,14 @@ FIXTURES = Path(__file__).parent / "fixtures"
 REGISTRY = FIXTURES / "exchanges.csv"
 
 
-def write_raw(path: Path, rows: list[dict[str, str]]) -> Path:
-    """A raw CSV with the documented header; columns a row leaves out are empty."""
+def write_raw(
+    path: Path, rows: list[dict[str, str]], columns: tuple[str, ...] = RAW_COLUMNS
+) -> Path:
+    """A raw CSV with the documented header (or an older layout's `columns`, whose rows lose the
+    values it has no column for); columns a row leaves out are empty."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("w", newline="", encoding="utf-8") as handle:
-        writer = csv.DictWriter(handle, fieldnames=RAW_COLUMNS)
+        writer = csv.DictWriter(handle, fieldnames=columns, extrasaction="ignore")
         writer.writeheader()
         writer.writerows(rows)
     return path
@@ -52,6 +55,10 @@ def fee_row(**values: str) -> dict[str, str]:
         "fee_basis": "per share",
         "effective_start": "2020-01-02",
         "source_document": "NYSE Price List",
+        "source_url": "https://example.test/nyse-price-list",
+        "source_kind": "primary",
+        "date_basis": "stated",
+        "uncertain": "false",
     }
     row.update(values)
     return row

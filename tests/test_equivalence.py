@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ingest.rollups import COUNTED
-from ingest.schema import VOCABULARIES
+from ingest.schema import CLOSED_VALUES
 from service import queries
 from service.settings import Settings
 from service.vocabulary import DIMENSIONS
@@ -179,7 +179,7 @@ def test_results_counts_with_filters_are_those_of_plain_sql(
         values = {
             name: data.draw(
                 st.lists(
-                    st.sampled_from(VOCABULARIES[queries.RESULT_FILTERS[name]]),
+                    st.sampled_from(CLOSED_VALUES[queries.RESULT_FILTERS[name]]),
                     min_size=1,
                     max_size=2,
                 )

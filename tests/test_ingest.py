@@ -21,7 +21,14 @@ from ingest import pipeline, publish, synth
 from ingest.__main__ import main
 from ingest.errors import IngestError, IngestLocked, MalformedFile, RowsRejected
 from ingest.pipeline import IngestResult, run_ingest
-from ingest.schema import DETAIL_COLUMNS, FEE_COLUMNS, RAW_COLUMNS, V1_RAW_COLUMNS
+from ingest.schema import (
+    DETAIL_COLUMNS,
+    FEE_COLUMNS,
+    PROVENANCE_COLUMNS,
+    RAW_COLUMNS,
+    V1_RAW_COLUMNS,
+    V2_RAW_COLUMNS,
+)
 from tests.conftest import REGISTRY, fee_row, read_fees, write_raw
 
 REPO = Path(__file__).parent.parent
@@ -59,8 +66,9 @@ def test_round_trip_keeps_every_value_and_derives_columns(fixture_version: Inges
         "source_document": "NYSE Price List",
         "source_url": None,
         "page_number": 2,
-        # a schema 1 file (no detail columns): read with them empty
+        # a schema 1 file (no detail or provenance columns): read with them empty
         **dict.fromkeys(DETAIL_COLUMNS),
+        **dict.fromkeys(PROVENANCE_COLUMNS),
     }
     assert (first["amount"], first["currency"], first["unit"]) == (
         Decimal("-0.0012"),
@@ -138,7 +146,7 @@ def test_manifest_counts_rows_rejects_and_duplicates(fixture_version: IngestResu
         "problems": 9,
         "duplicates": 1,
         "venues": {"memx": 3, "nasdaq": 8, "nyse": 2},
-        "schema_version": 2,
+        "schema_version": 3,
     }  # fmt: skip
     assert [(f["path"], f["rejected_rows"]) for f in manifest["files"]] == [
         ("bad_rows.csv", 5),
@@ -239,8 +247,12 @@ def test_strict_mode_leaves_the_previous_version_current(raw_dir: Path, tmp_path
 
 
 HEADER = ",".join(RAW_COLUMNS)
+HEADER_RULE = (
+    f"header must be exactly: {HEADER} (or that of schema 2, which stops after extra_info, "
+    "or of schema 1, after page_number)"
+)
 V1_LINE = "nyse,equity,fees_and_rebates,make,all,,,,Credit,$0.10,per share,,,,2020-01-02,,Doc,,1"
-GOOD_LINE = V1_LINE + "," * len(DETAIL_COLUMNS)
+GOOD_LINE = V1_LINE + "," * (len(RAW_COLUMNS) - len(V1_RAW_COLUMNS))
 
 
 @pytest.mark.parametrize(
@@ -249,26 +261,24 @@ GOOD_LINE = V1_LINE + "," * len(DETAIL_COLUMNS)
         (b"", "malformed file bad.csv: file is empty (no header line)"),
         (
             b"exchange,fee_type,colour\n",
-            f"malformed file bad.csv, line 1: header must be exactly: {HEADER} (or schema 1's, "
-            f"which stops after page_number); missing: {', '.join(RAW_COLUMNS[2:])}; "
-            "unknown: colour",
+            f"malformed file bad.csv, line 1: {HEADER_RULE}; "
+            f"missing: {', '.join(RAW_COLUMNS[2:])}; unknown: colour",
         ),
         (
             f"{','.join(reversed(RAW_COLUMNS))}\n".encode(),
-            f"malformed file bad.csv, line 1: header must be exactly: {HEADER} (or schema 1's, "
-            "which stops after page_number); the columns are out of order",
+            f"malformed file bad.csv, line 1: {HEADER_RULE}; the columns are out of order",
         ),
         (
             f"{HEADER}\n{GOOD_LINE}\n{GOOD_LINE},extra\n".encode(),
-            "malformed file bad.csv, line 3: expected 26 fields, found 27",
+            "malformed file bad.csv, line 3: expected 29 fields, found 30",
         ),
         (
             f"{HEADER}\n\n{GOOD_LINE}\nnyse,equity\n".encode(),
-            "malformed file bad.csv, line 4: expected 26 fields, found 2",
+            "malformed file bad.csv, line 4: expected 29 fields, found 2",
         ),
         (
             f"{','.join(V1_RAW_COLUMNS)}\n{GOOD_LINE}SPY\n".encode(),
-            "malformed file bad.csv, line 2: expected 19 fields, found 26",
+            "malformed file bad.csv, line 2: expected 19 fields, found 29",
         ),
         (
             f"{HEADER}\n{GOOD_LINE}\n".encode() + b"nyse,\xff\xfe" + GOOD_LINE[5:].encode(),
@@ -387,7 +397,7 @@ def test_if_stale_publishes_only_when_nothing_servable_is_current(
     assert main(["--raw", str(tmp_path / "embedded"), *args]) == 0
     assert publish.current_version_dir(data) == mine
     assert capsys.readouterr().out == (
-        f"a version of schema 2 is current (--if-stale): version {mine.name} is current; "
+        f"a version of schema 3 is current (--if-stale): version {mine.name} is current; "
         "nothing published\n"
     )
     manifest = publish.read_manifest(mine)
@@ -473,10 +483,15 @@ def content_text(values: list[str | None]) -> str:
 
 
 def expected_id(row: dict[str, str]) -> str:
-    """A row's id: md5 of its schema 1 values' JSON array, then its details' when it has any."""
+    """A row's id: md5 of its schema 1 values' JSON array, then, when it has any provenance
+    (schema 3), the array of its details and provenance, or else of its details when it has any
+    (schema 2)."""
     text = content_text([row.get(name) or None for name in V1_RAW_COLUMNS])
     details = [row.get(name) or None for name in DETAIL_COLUMNS]
-    if any(details):
+    provenance = [row.get(name) or None for name in PROVENANCE_COLUMNS]
+    if any(provenance):
+        text += content_text(details + provenance)
+    elif any(details):
         text += content_text(details)
     return str(uuid.UUID(hashlib.md5(text.encode()).hexdigest()))
 
@@ -495,24 +510,25 @@ def test_record_id_is_the_md5_of_the_raw_values_in_uuid_form(
     assert record["record_id"] == expected_id(row)
 
 
-def test_a_schema_1_file_is_read_with_empty_details_and_keeps_its_ids(tmp_path: Path) -> None:
-    """The same rows in a schema 1 file and in a current file without details: same records."""
-    row = fee_row(notes='a, quoted "note"')
-    values = [row.get(name, "") for name in V1_RAW_COLUMNS]
-    (tmp_path / "old").mkdir()
-    with (tmp_path / "old" / "one.csv").open("w", newline="", encoding="utf-8") as handle:
-        csv.writer(handle).writerows([V1_RAW_COLUMNS, values])
-    write_raw(tmp_path / "new" / "one.csv", [row])
-    old, new = (
-        read_fees(ingest(tmp_path / name, tmp_path / f"data-{name}").version_dir)
-        for name in ("old", "new")
-    )
-    ignored = ("version_id", "ingested_at")
-    assert [{k: v for k, v in r.items() if k not in ignored} for r in old] == [
-        {k: v for k, v in r.items() if k not in ignored} for r in new
+@pytest.mark.parametrize("layout", [V1_RAW_COLUMNS, V2_RAW_COLUMNS], ids=["schema-1", "schema-2"])
+def test_a_file_of_an_older_schema_is_read_with_empty_columns_and_keeps_its_ids(
+    tmp_path: Path, layout: tuple[str, ...]
+) -> None:
+    """A schema 1 file has no details or provenance, a schema 2 file no provenance: its records
+    hold nulls there, need none of the provenance rules, and keep the ids their schema gave."""
+    rows = [
+        fee_row(notes='a, quoted "note"', source_url=""),  # no URL: a rule of sourced rows only
+        fee_row(fee_name="With details", symbols="SPY, QQQ"),
     ]
-    assert old[0]["record_id"] == expected_id(row)
-    assert [old[0][name] for name in DETAIL_COLUMNS] == [None] * len(DETAIL_COLUMNS)
+    write_raw(tmp_path / "old" / "one.csv", rows, columns=layout)
+    result = ingest(tmp_path / "old", tmp_path / "data")
+    assert (result.records, result.rejected_rows) == (2, 0)
+    records = read_fees(result.version_dir)
+    for record, row in zip(records, rows, strict=True):
+        old_row = {name: row[name] for name in layout if name in row}
+        assert record["record_id"] == expected_id(old_row)
+        assert [record[name] for name in PROVENANCE_COLUMNS] == [None] * 3
+        assert record["symbols"] == old_row.get("symbols")
 
 
 # Space separators (Unicode category Zs) that trim() removes from either end of a value.

@@ -60,7 +60,7 @@ def test_list_meta_and_one_whole_item(client: httpx.Client, fixture_version: Ing
             "version_id": fixture_version.version_id,
             "fee_type": "equity",
             "source_document": "MEMX Fee Schedule",
-            "source_link": None,
+            "source_link": "https://example.test/memx-fee-schedule",
             "page_number": 2,
             "fee_category": "market_data_fees",
             "fee_charge_type": "Routed",
@@ -87,6 +87,9 @@ def test_list_meta_and_one_whole_item(client: httpx.Client, fixture_version: Ing
             "unit": "per_share",
             "effective_start": "2021-06-01",
             "effective_end": None,
+            "source_kind": "primary",
+            "date_basis": "stated",
+            "uncertain": False,
             "source_file": "memx.csv",
             "source_line": 4,
         }.items()
@@ -138,9 +141,17 @@ def test_relationships_are_null_unless_asked_for_then_both_lists(
          "effective_start <= DATE '2021-05-31' AND coalesce(effective_end, DATE '9999-12-31') "
          ">= DATE '2021-02-01'"),
         ({"end_date": "2019-12-31"}, "effective_start <= DATE '2019-12-31'"),
+        ({"source_kind": "primary", "date_basis": "stated"},
+         "source_kind = 'primary' AND date_basis = 'stated'"),
+        ({"source_kind": ["secondary", "illustrative"]},
+         "source_kind IN ('secondary', 'illustrative')"),
+        ({"date_basis": "observed"}, "date_basis = 'observed'"),
+        ({"uncertain": "true"}, "uncertain"),
+        ({"uncertain": ["false", "true"]}, "uncertain IS NOT NULL"),
     ],
     ids=["all", "venues", "type", "categories", "action", "participants", "classification",
-         "symbol-type", "trade-type", "combined", "window", "open-start"],
+         "symbol-type", "trade-type", "combined", "window", "open-start", "primary-stated",
+         "secondary", "observed", "uncertain", "either-flag"],
 )  # fmt: skip
 def test_filters_match_a_direct_query_and_every_page_walk_sees_each_once(
     client: httpx.Client, fixture_version: IngestResult, params: dict[str, Any], where: str
@@ -204,6 +215,9 @@ def test_a_scoped_key_sees_only_its_venues_and_is_refused_others(client: httpx.C
         ({"fee_type": "bond"}, "fee_type", "unknown value(s): bond"),
         ({"fee_action": ["make", "sell"]}, "fee_action", "unknown value(s): sell"),
         ({"exchange_name": "lse"}, "exchange_name", "unknown exchange(s): lse"),
+        ({"source_kind": "official"}, "source_kind", "unknown value(s): official"),
+        ({"date_basis": "guessed"}, "date_basis", "unknown value(s): guessed"),
+        ({"uncertain": "yes"}, "uncertain", "unknown value(s): yes"),
         ({"page_size": "0"}, "page_size", "must be a whole number from 1 to 100"),
         ({"page_size": "101"}, "page_size", "must be a whole number from 1 to 100"),
         ({"page_number": "-1"}, "page_number", "must be a whole number of at least 0"),
@@ -368,6 +382,36 @@ def test_a_download_carries_the_json_items_fields_in_the_same_order(
         assert next(csv.reader(io.StringIO(response.text))) == names
     else:
         assert pq.read_table(io.BytesIO(response.content)).column_names == names
+
+
+def test_exports_carry_the_provenance_the_json_answer_does_and_obey_its_filters(
+    client: httpx.Client,
+) -> None:
+    params = {"exchange_name": "memx", "source_kind": "secondary", "uncertain": "true"}
+    [item] = results(client, **params).json()["data"]
+    assert (
+        item["fee_charge_type"],
+        item["source_kind"],
+        item["date_basis"],
+        item["uncertain"],
+    ) == (
+        "Remove",
+        "secondary",
+        "observed",
+        True,
+    )
+    [row] = list(csv.DictReader(io.StringIO(results(client, **params, format="csv").text)))
+    assert (row["record_id"], row["source_kind"], row["date_basis"], row["uncertain"]) == (
+        item["record_id"],
+        "secondary",
+        "observed",
+        "true",
+    )
+    table = pq.read_table(io.BytesIO(results(client, **params, format="parquet").content))
+    assert table.select(["record_id", "source_kind", "date_basis", "uncertain"]).to_pylist() == [
+        {"record_id": item["record_id"], "source_kind": "secondary", "date_basis": "observed",
+         "uncertain": True}
+    ]  # fmt: skip
 
 
 def test_exports_carry_relationships_when_asked(client: httpx.Client) -> None:

@@ -18,7 +18,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from ingest.pipeline import run_ingest
-from ingest.schema import VOCABULARIES
+from ingest.schema import CLOSED_VALUES
 from service import queries
 from service.dataset import Dataset
 from service.index import ResultsIndex
@@ -51,7 +51,7 @@ def random_selection(rng: random.Random, indexed: Indexed) -> queries.Selection:
     values = {}
     for name, column in queries.RESULT_FILTERS.items():
         if column != "exchange" and rng.random() < 0.25:
-            values[name] = rng.sample(VOCABULARIES[column], rng.randrange(1, 3))
+            values[name] = rng.sample(CLOSED_VALUES[column], rng.randrange(1, 3))
     start, end = sorted([maybe_day() or date.min, maybe_day() or date.max])
     version_id = None
     if rng.random() < 0.15:

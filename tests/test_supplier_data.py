@@ -45,6 +45,11 @@ def test_records_in_the_display_vocabulary_with_amounts(client: httpx.Client) ->
         "currency": "USD",
         "unit": "per_share",
         "fee_basis": "per share",
+        "source_kind": "primary",
+        "date_basis": "stated",
+        "uncertain": False,
+        "source_document": "MEMX Fee Schedule",
+        "source_link": "https://example.test/memx-fee-schedule",
     }
 
 
