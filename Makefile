@@ -16,7 +16,7 @@ export FEES_DATA_DIR ?= $(DATA)
 export FEES_ACCOUNTS_FILE ?= data/demo-accounts.json
 
 .DEFAULT_GOAL := help
-.PHONY: help setup run serve test lint fuzz soak ingest sql synth sample bench bench-ingest \
+.PHONY: help setup run serve test lint fuzz soak ingest sql synth embedded coverage bench bench-ingest \
 	bench-workers clean
 
 help: ## List the targets
@@ -55,8 +55,11 @@ sql: setup ## Run Q="select ..." against the current version (view `fees`, `exch
 synth: setup ## Write ROWS synthetic raw records to OUT (deterministic; not committed)
 	$(FEES) synth --rows $(ROWS) --out $(OUT) --registry $(REGISTRY)
 
-sample: setup ## Regenerate the embedded dataset data/raw from data/facts
-	$(PY) -m ingest.sample
+embedded: setup ## Rebuild the embedded dataset data/raw from the sourced facts in data/facts
+	$(PY) -m ingest.embedded
+
+coverage: ingest ## Write docs/data-coverage.md: what the current version of $(DATA) covers
+	$(FEES) coverage --data $(DATA) --out docs/data-coverage.md
 
 bench-ingest: setup ## Ingest throughput vs a plain DuckDB COPY, and peak memory
 	$(PY) -m ingest.bench

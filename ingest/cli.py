@@ -1,4 +1,4 @@
-"""The data commands' command line: `fees ingest`, `fees sql` and `fees synth`.
+"""The data commands' command line: `fees ingest`, `fees sql`, `fees synth` and `fees coverage`.
 
 They are built here, in the program that writes versions, so that `python -m ingest`,
 `python -m ingest.query` and `python -m ingest.synth` run the same commands without loading
@@ -62,8 +62,9 @@ COMMANDS = {
     "ingest": ("validate raw fee CSVs and publish a version", "ingest.__main__"),
     "sql": ("run SQL against the current version", "ingest.query"),
     "synth": ("write synthetic raw fee CSVs for benchmarks", "ingest.synth"),
+    "coverage": ("report what the current version covers, as Markdown", "ingest.coverage"),
 }
-READS_DATA_DIR = frozenset({"ingest", "sql"})
+READS_DATA_DIR = frozenset({"ingest", "sql", "coverage"})
 
 
 def add_command(commands: "argparse._SubParsersAction[Parser]", name: str) -> None:

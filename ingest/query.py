@@ -29,21 +29,34 @@ def open_version(version_dir: Path) -> duckdb.DuckDBPyConnection:
     return con
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("sql", help="the query to run")
+def add_data_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--data", type=Path, help="data directory (default: FEES_DATA_DIR, else data/warehouse)"
     )
+
+
+def current_local_version(data: Path | str, command: str) -> Path | None:
+    """The current version of a local data directory; None, having said why on stderr, when
+    none is published or `data` is an S3 URL (FEES_DATA_DIR=s3://...), which `command` does not
+    read."""
+    if not isinstance(data, Path):
+        print(f"fees {command} reads a local data directory, not {data}", file=sys.stderr)
+        return None
+    version = current_version_dir(data)
+    if version is None:
+        print(f"no published version under {data}; run `fees ingest` first", file=sys.stderr)
+    return version
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("sql", help="the query to run")
+    add_data_argument(parser)
     parser.add_argument("--max-rows", type=int, default=1000, help="rows shown at most")
 
 
 def run(args: argparse.Namespace) -> int:
-    if not isinstance(args.data, Path):  # FEES_DATA_DIR=s3://...
-        print(f"fees sql reads a local data directory, not {args.data}", file=sys.stderr)
-        return 1
-    version = current_version_dir(args.data)
+    version = current_local_version(args.data, "sql")
     if version is None:
-        print(f"no published version under {args.data}; run `fees ingest` first", file=sys.stderr)
         return 1
     try:
         open_version(version).sql(args.sql).show(max_rows=args.max_rows, max_width=200)

@@ -7,12 +7,14 @@
     fees keys revoke KEY_ID                                revoke a key
     fees sql "select ..." [--data DIR]                     query the current version
     fees synth --rows N --out DIR                          synthetic raw CSVs for benchmarks
+    fees coverage [--data DIR] [--out FILE]                what the current version covers
 
 Settings come from `FEES_*` environment variables (README, "Settings"); flags given on the
 command line win. Exit status: 0 done; 1 the command failed (a refused ingest, a failed
 query, an unknown key id); 2 bad arguments or settings. A failure is one line on stderr.
-`python -m service` is `fees`; `python -m ingest`, `python -m ingest.query` and
-`python -m ingest.synth` are its data commands alone (`ingest.cli`), without the service.
+`python -m service` is `fees`; `python -m ingest`, `python -m ingest.query`,
+`python -m ingest.synth` and `python -m ingest.coverage` are its data commands alone
+(`ingest.cli`), without the service.
 """
 
 import argparse
@@ -65,6 +67,7 @@ def parser() -> Parser:
     add_keys(commands.add_parser("keys", help="issue, list and revoke API keys"))
     add_command(commands, "sql")
     add_command(commands, "synth")
+    add_command(commands, "coverage")
     return fees
 
 

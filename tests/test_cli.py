@@ -22,7 +22,7 @@ from tests.conftest import FIXTURES, KEYS, REGISTRY, account_key, supplier_heade
 from tests.servers import ROOT, service_process
 
 FEES = str(Path(sys.executable).with_name("fees"))
-COMMANDS = ["ingest", "serve", "keys", "sql", "synth"]
+COMMANDS = ["ingest", "serve", "keys", "sql", "synth", "coverage"]
 
 
 def fees(*args: str, env: Mapping[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -80,6 +80,18 @@ def test_sql_prints_a_table(published: Path) -> None:
         "└──────────────┘\n"
         "\n"
     )
+
+
+def test_coverage_writes_the_report_of_the_current_version(published: Path, tmp_path: Path) -> None:
+    out = tmp_path / "coverage.md"
+    done = fees("coverage", "--out", str(out), env={"FEES_DATA_DIR": str(published)})
+    assert (done.returncode, done.stdout, done.stderr) == (0, f"wrote {out}\n", "")
+    report = out.read_text(encoding="utf-8")
+    assert report.startswith("# Data coverage\n")
+    # The fixture's 13 records: 3 on memx with provenance, 10 from older raw files without.
+    assert "- **13 records** on **3 venues**" in report
+    assert "| **memx** | **all** | 3 | 67% | 67% | 67% | 33% | 3 |" in report
+    assert report.endswith("## Venues with no records\n\n- `cboe` (Cboe Options)\n")
 
 
 # Runs a data command as its own module does, then names any service module it loaded.
@@ -169,6 +181,8 @@ def test_a_refused_ingest_is_one_line_and_publishes_nothing(tmp_path: Path) -> N
          "(see `fees ingest --help`)"),
         (["sql", "select 1", "--data", "/no/such/dir"], 1,
          "no published version under /no/such/dir; run `fees ingest` first"),
+        (["coverage", "--data", "/no/such/dir"], 1,
+         "no published version under /no/such/dir; run `fees ingest` first"),
         (["serve", "--port", "70000"], 2,
          "fees serve: argument --port: must be an integer from 1 to 65535, not '70000' "
          "(see `fees serve --help`)"),
@@ -177,10 +191,10 @@ def test_a_refused_ingest_is_one_line_and_publishes_nothing(tmp_path: Path) -> N
          "(see `fees serve --help`)"),
         (["sever"], 2,
          "fees: argument COMMAND: invalid choice: 'sever' (choose from 'ingest', 'serve', "
-         "'keys', 'sql', 'synth') (see `fees --help`)"),
+         "'keys', 'sql', 'synth', 'coverage') (see `fees --help`)"),
     ],
-    ids=["missing raw dir", "missing registry", "bad keep", "no version", "bad port flag",
-         "no workers", "unknown command"],
+    ids=["missing raw dir", "missing registry", "bad keep", "no version", "no version to report",
+         "bad port flag", "no workers", "unknown command"],
 )  # fmt: skip
 def test_a_users_mistake_is_one_line(
     tmp_path: Path, args: list[str], status: int, message: str

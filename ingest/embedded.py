@@ -1,0 +1,131 @@
+"""Build the embedded dataset, `data/raw/<venue>.csv`, from the sourced facts in
+`data/facts/facts.csv` (`data/facts/README.md` says how the table was assembled and how each
+row's provenance was decided).
+
+Every published row is a fact read in a public source: its `source_url`, `source_kind`
+(`primary` or `secondary`) and `date_basis` (`stated`, `derived` or `observed`) come from the
+table unchanged. Two things happen on the way:
+
+- A fact with a `held_out` reason stays out (it is kept in the table so the reason is on
+  record: mostly lines whose source gives no day on which they were in force).
+- A market-wide fee (`venue` `@equity` or `@option`: SEC Section 31, FINRA TAF, CAT and OCC
+  fees) is repeated on every venue of that asset class that has facts of its own, with the
+  fee's own dates: it applies to the covered trades on each of them. It goes only where it is
+  in force on or after the first day of the venue's own facts of that asset class, so a venue's
+  history starts where its own sources do, and a venue with no facts of its own gets none: a
+  market-wide fee never makes a venue look covered.
+
+Nothing is invented: no figure, date or source is made up, and a fact keeps its dates as its
+source gives them. The `evidence` column (a quote from the source, where the reader kept one)
+is for reviewers and is not published. Run `python -m ingest.embedded` (`make embedded`); it
+rewrites `data/raw/` to hold exactly one file per venue with rows.
+"""
+
+import csv
+from collections import defaultdict
+from pathlib import Path
+from typing import Final
+
+from ingest.schema import RAW_COLUMNS
+
+ROOT: Final = Path(__file__).resolve().parent.parent
+FACTS: Final = ROOT / "data" / "facts" / "facts.csv"
+RAW_DIR: Final = ROOT / "data" / "raw"
+REGISTRY: Final = ROOT / "data" / "exchanges.csv"
+
+# The facts table: the raw columns (with `venue` for `exchange`, which may also be `@equity` or
+# `@option`, and no `page_number`: no source here is cited by page), then the two columns that
+# are not published.
+FACT_COLUMNS: Final = (
+    "venue",
+    *(name for name in RAW_COLUMNS[1:] if name != "page_number"),
+    "held_out",
+    "evidence",
+)
+MARKET_WIDE: Final = "@"
+
+Row = dict[str, str]
+
+
+def read_table(path: Path) -> list[Row]:
+    with path.open(newline="", encoding="utf-8") as handle:
+        reader = csv.DictReader(handle, strict=True)
+        if tuple(reader.fieldnames or ()) != FACT_COLUMNS:
+            raise ValueError(f"{path}: the header must be {','.join(FACT_COLUMNS)}")
+        return list(reader)
+
+
+def asset_classes() -> dict[str, set[str]]:
+    """Each registered venue's asset classes."""
+    with REGISTRY.open(newline="", encoding="utf-8") as handle:
+        return {row["code"]: set(row["asset_classes"].split("|")) for row in csv.DictReader(handle)}
+
+
+def raw_row(fact: Row, venue: str) -> Row:
+    row = {name: fact.get(name, "") for name in RAW_COLUMNS}
+    row["exchange"] = venue
+    return row
+
+
+def reading_order(row: Row) -> tuple[str, ...]:
+    keys = ("fee_type", "fee_category", "action", "participant", "fee_name", "volume_tier")
+    return (*(row[key] for key in keys), row["effective_start"], row["source_url"])
+
+
+def build(facts: list[Row], registry: dict[str, set[str]]) -> dict[str, list[Row]]:
+    """The published rows per venue, in a stable reading order."""
+    published = [fact for fact in facts if not fact["held_out"]]
+    unknown = sorted(
+        {f["venue"] for f in published if not f["venue"].startswith(MARKET_WIDE)} - set(registry)
+    )
+    if unknown:
+        raise ValueError(f"facts.csv names venues missing from the registry: {unknown}")
+    groups: dict[str, list[Row]] = defaultdict(list)
+    first: dict[tuple[str, str], str] = {}  # (venue, fee_type) -> first start of its own facts
+    for fact in published:
+        if not fact["venue"].startswith(MARKET_WIDE):
+            groups[fact["venue"]].append(raw_row(fact, fact["venue"]))
+            key = (fact["venue"], fact["fee_type"])
+            first[key] = min(first.get(key, fact["effective_start"]), fact["effective_start"])
+    for fact in published:
+        asset_class = fact["venue"].removeprefix(MARKET_WIDE)
+        if fact["venue"].startswith(MARKET_WIDE):
+            if asset_class != fact["fee_type"]:
+                raise ValueError(
+                    f"{fact['fee_name']}: {fact['venue']} with a {fact['fee_type']} fee"
+                )
+            for venue in sorted(registry):
+                since = first.get((venue, asset_class)) if asset_class in registry[venue] else None
+                # ISO dates compare as text; an empty end is still in force.
+                if since is not None and (fact["effective_end"] or "9999") >= since:
+                    groups[venue].append(raw_row(fact, venue))
+    for venue, rows in groups.items():
+        if len({tuple(row.values()) for row in rows}) != len(rows):
+            raise ValueError(f"{venue}: facts.csv holds the same line twice")
+        rows.sort(key=reading_order)
+    return dict(sorted(groups.items()))
+
+
+def write(venue: str, rows: list[Row], out: Path = RAW_DIR) -> Path:
+    path = out / f"{venue}.csv"
+    with path.open("w", newline="", encoding="utf-8") as handle:
+        writer = csv.DictWriter(handle, fieldnames=RAW_COLUMNS, lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(rows)
+    return path
+
+
+def main() -> None:
+    groups = build(read_table(FACTS), asset_classes())
+    RAW_DIR.mkdir(parents=True, exist_ok=True)
+    for stale in RAW_DIR.glob("*.csv"):
+        if stale.stem not in groups:
+            stale.unlink()
+    for venue, rows in groups.items():
+        write(venue, rows)
+    total = sum(len(rows) for rows in groups.values())
+    print(f"wrote {total} sourced records for {len(groups)} venues to {RAW_DIR}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,139 @@
+"""The embedded dataset: what the committed data/raw and docs/data-coverage.md promise, checked
+by building and ingesting them."""
+
+import filecmp
+from pathlib import Path
+
+import pytest
+
+from ingest import coverage, embedded
+from ingest.pipeline import IngestResult, run_ingest
+from ingest.query import open_version
+from ingest.schema import VOCABULARIES
+
+ROOT = Path(__file__).parent.parent
+REGISTRY = ROOT / "data" / "exchanges.csv"
+
+
+@pytest.fixture(scope="module")
+def version(tmp_path_factory: pytest.TempPathFactory) -> IngestResult:
+    data = tmp_path_factory.mktemp("embedded")
+    return run_ingest(embedded.RAW_DIR, data, registry=REGISTRY, strict=True)
+
+
+def query(version: IngestResult, sql: str) -> list[tuple[object, ...]]:
+    return open_version(version.version_dir).execute(sql).fetchall()
+
+
+def test_committed_files_are_what_the_script_writes(tmp_path: Path) -> None:
+    built = embedded.build(embedded.read_table(embedded.FACTS), embedded.asset_classes())
+    for venue, rows in built.items():
+        embedded.write(venue, rows, tmp_path)
+    committed = sorted(path.name for path in embedded.RAW_DIR.glob("*.csv"))
+    assert sorted(path.name for path in tmp_path.glob("*.csv")) == committed
+    _, mismatch, errors = filecmp.cmpfiles(embedded.RAW_DIR, tmp_path, committed, shallow=False)
+    assert (mismatch, errors) == ([], [])
+
+
+def test_every_record_is_sourced_with_zero_rejects(version: IngestResult) -> None:
+    assert (version.rejected_rows, version.duplicates) == (0, 0)
+    [(records, unsourced, undated)] = query(
+        version,
+        """SELECT count(*),
+                  count(*) FILTER (WHERE source_kind NOT IN ('primary', 'secondary')
+                                   OR source_url IS NULL OR source_document IS NULL),
+                  count(*) FILTER (WHERE date_basis IS NULL OR uncertain IS NULL)
+           FROM fees""",
+    )
+    assert (records, unsourced, undated) == (version.records, 0, 0)
+
+
+def test_it_meets_the_coverage_targets(version: IngestResult) -> None:
+    """The targets of issue 21: 2,000 sourced records on 24 venues, 40% primary with a stated
+    date, every fee category present."""
+    [(records, venues, primary_stated)] = query(
+        version,
+        """SELECT count(*), count(DISTINCT exchange),
+                  count(*) FILTER (WHERE source_kind = 'primary' AND date_basis = 'stated')
+           FROM fees""",
+    )
+    assert records >= 2000
+    assert venues >= 24
+    assert primary_stated / records >= 0.40
+    categories = {value for (value,) in query(version, "SELECT DISTINCT fee_category FROM fees")}
+    assert categories == set(VOCABULARIES["fee_category"])
+
+
+def test_the_coverage_report_is_what_the_command_writes(version: IngestResult) -> None:
+    written = (ROOT / "docs" / "data-coverage.md").read_text(encoding="utf-8")
+    assert written == coverage.render(open_version(version.version_dir))
+
+
+def test_an_undated_fact_is_held_out_with_its_reason_and_a_published_one_is_sourced() -> None:
+    facts = embedded.read_table(embedded.FACTS)
+    assert all(fact["held_out"] for fact in facts if not fact["effective_start"])
+    published = [fact for fact in facts if not fact["held_out"]]
+    assert all(
+        fact["source_url"]
+        and fact["source_kind"] in ("primary", "secondary")
+        and fact["date_basis"]
+        for fact in published
+    )
+
+
+def fact(venue: str, fee_type: str = "equity", **values: str) -> dict[str, str]:
+    row = dict.fromkeys(embedded.FACT_COLUMNS, "")
+    return row | {"venue": venue, "fee_type": fee_type, "fee_name": f"{venue} fee"} | values
+
+
+def test_a_market_wide_fee_is_repeated_on_the_venues_of_its_class_with_facts_of_their_own() -> None:
+    registry = {
+        "nyse": {"equity"},
+        "memx": {"equity", "option"},
+        "box": {"option"},
+        "txse": {"equity"},
+    }
+    built = embedded.build(
+        [
+            fact("nyse", effective_start="2010-01-04"),
+            fact("memx", "option", effective_start="2023-09-27"),
+            fact("box", "option", effective_start="2018-02-01"),
+            fact("@equity", fee_name="Section 31", effective_start="2012-01-01"),
+            fact(
+                "@option",
+                "option",
+                fee_name="Old OCC fee",
+                effective_start="2019-01-01",
+                effective_end="2020-12-31",
+            ),
+            fact("@option", "option", fee_name="CAT fee", effective_start="2024-09-01"),
+            fact("nyse", fee_name="Held", held_out="undated in its source"),
+        ],
+        registry,
+    )
+    names = {venue: [row["fee_name"] for row in rows] for venue, rows in built.items()}
+    # memx has no equity facts of its own and txse none at all: no Section 31 there; the OCC
+    # fee ended before memx's own options facts begin.
+    assert names == {
+        "box": ["CAT fee", "Old OCC fee", "box fee"],
+        "memx": ["CAT fee", "memx fee"],
+        "nyse": ["Section 31", "nyse fee"],
+    }
+    assert all(row["exchange"] == venue for venue, rows in built.items() for row in rows)
+
+
+@pytest.mark.parametrize(
+    ("facts", "message"),
+    [
+        ([fact("lse")], "facts.csv names venues missing from the registry: ['lse']"),
+        ([fact("nyse"), fact("nyse")], "nyse: facts.csv holds the same line twice"),
+        ([fact("nyse"), fact("@equity", "option")], "@equity fee: @equity with a option fee"),
+    ],
+    ids=["unknown-venue", "twice", "class-mismatch"],
+)
+def test_facts_that_cannot_be_published_stop_the_build(
+    facts: list[dict[str, str]], message: str
+) -> None:
+    with pytest.raises(ValueError) as caught:
+        embedded.build(facts, {"nyse": {"equity"}})
+    assert str(caught.value) == message
