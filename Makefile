@@ -35,12 +35,12 @@ run: setup ## Ingest the embedded data if nothing servable is published, then se
 	FEES_DOCS_KEY=demo-key $(FEES) serve --port $(PORT) --workers $(WORKERS)
 
 test: setup ## Lint, type-check and run every test
-	$(PY) -m ruff check ingest service tests
+	$(PY) -m ruff check ingest service tools tests
 	$(PY) -m mypy
 	$(PY) -m pytest
 
 lint: setup ## Lint and type-check only
-	$(PY) -m ruff check ingest service tests
+	$(PY) -m ruff check ingest service tools tests
 	$(PY) -m mypy
 
 fuzz: setup ## Fuzz every operation against the OpenAPI document, FUZZ_EXAMPLES cases each
@@ -56,22 +56,22 @@ synth: setup ## Write ROWS synthetic raw records to OUT (deterministic; not comm
 	$(FEES) synth --rows $(ROWS) --out $(OUT) --registry $(REGISTRY)
 
 embedded: setup ## Rebuild the embedded dataset data/raw from the sourced facts in data/facts
-	$(PY) -m ingest.embedded
+	$(PY) -m tools.embedded
 
 coverage: ingest ## Write docs/data-coverage.md: what the current version of $(DATA) covers
 	$(FEES) coverage --data $(DATA) --out docs/data-coverage.md
 
 bench-ingest: setup ## Ingest throughput vs a plain DuckDB COPY, and peak memory
-	$(PY) -m ingest.bench
+	$(PY) -m tools.bench_ingest
 
 soak: setup ## SOAK_SECONDS of load on every endpoint while a version is published every 30 s
-	$(PY) -m service.soak --seconds $(SOAK_SECONDS)
+	$(PY) -m tools.soak --seconds $(SOAK_SECONDS)
 
 bench: setup ## HTTP benchmarks (wrk) at 100k, 1M and 10M records
-	$(PY) -m service.bench
+	$(PY) -m tools.bench
 
 bench-workers: setup ## Discovery throughput (wrk) with 1 and 2 server processes, 3 runs each
-	$(PY) -m service.bench_workers
+	$(PY) -m tools.bench_workers
 
 clean: ## Remove the venv, caches and generated data (not data/raw)
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache $(DATA) data/synth .bench .soak

@@ -12,17 +12,11 @@ import argparse
 import importlib
 import os
 import sys
-from collections.abc import Callable, Mapping, Sequence
-from pathlib import Path
-from typing import Any, NoReturn
+from collections.abc import Callable, Sequence
+from typing import NoReturn
 
-from ingest.storage import endpoint_url, location
-
-DEFAULT_DATA_DIR = Path("data/warehouse")
-
-
-class InvalidSetting(ValueError):
-    """A setting that cannot be used; the message says which, its value and what is allowed."""
+from ingest.layout import DEFAULT_DATA_DIR
+from ingest.storage import InvalidSetting, endpoint_url, location, setting
 
 
 class Parser(argparse.ArgumentParser):
@@ -30,18 +24,6 @@ class Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"{self.prog}: {message} (see `{self.prog} --help`)\n")
-
-
-def setting(environ: Mapping[str, str], variable: str, parse: Callable[[str], Any]) -> Any:
-    """A `FEES_*` variable's value as `parse` reads it; None when it is unset or empty. The
-    service's settings are read the same way (`service.settings`)."""
-    text = environ.get(variable, "").strip()
-    if not text:
-        return None
-    try:
-        return parse(text)
-    except ValueError as error:
-        raise InvalidSetting(f"{variable}={text!r}: {error}") from None
 
 
 def with_data_dir(run: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:

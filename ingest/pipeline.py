@@ -22,7 +22,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from tqdm import tqdm
 
-from ingest import publish, rollups, serving, stage, write
+from ingest import layout, publish, rollups, serving, stage, write
 from ingest.errors import IngestError, MalformedFile, RowsRejected, StorageFailed
 from ingest.rawfiles import (
     check_header,
@@ -140,8 +140,8 @@ def run_ingest(
 def _where(data_dir: Path | str, version_id: str) -> Path | str:
     """Where a published version is: its directory, or its URL on S3."""
     if is_s3(data_dir):
-        return f"{str(data_dir).rstrip('/')}/{publish.VERSIONS}/{version_id}"
-    return Path(data_dir) / publish.VERSIONS / version_id
+        return f"{str(data_dir).rstrip('/')}/{layout.VERSIONS}/{version_id}"
+    return Path(data_dir) / layout.VERSIONS / version_id
 
 
 # The counts an ingest reports, kept once: in the manifest.
@@ -282,12 +282,12 @@ def _build(
 
 def _configure(con: duckdb.DuckDBPyConnection, work: Path, memory_limit: str) -> None:
     """Bound memory (spilling to `work`) so a 10M-row input fits a small machine."""
-    con.execute(f"SET memory_limit = {stage.sql_string(memory_limit)}")
+    con.execute(f"SET memory_limit = {layout.sql_string(memory_limit)}")
     # Blocks are kept for reuse, up to the memory limit (100% of it, once it is set), instead of
     # going back to the system and being faulted in again (5M rows: the sort 0.7 s faster,
     # 1.5 CPU-seconds less; peak memory unchanged, since the limit already bounds them).
     con.execute("SET block_allocator_memory = '100%'")
-    con.execute(f"SET temp_directory = {stage.sql_string(str(work / 'spill'))}")
+    con.execute(f"SET temp_directory = {layout.sql_string(str(work / 'spill'))}")
     con.execute("SET enable_progress_bar = false")
 
 

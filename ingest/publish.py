@@ -27,24 +27,11 @@ from pathlib import Path
 from typing import Any
 
 from ingest.errors import IngestLocked
+from ingest.layout import CURRENT, MANIFEST, VERSIONS, current_version_dir
 
-CURRENT = "current"
-VERSIONS = "versions"
-MANIFEST = "manifest.json"
 STAGING_PREFIX = ".staging-"
 PRUNING_PREFIX = ".pruning-"
 POINTER_PREFIX = f".{CURRENT}."
-
-
-def current_version_dir(data_dir: Path) -> Path | None:
-    link = data_dir / CURRENT
-    return link.resolve() if link.is_symlink() else None
-
-
-def read_manifest(version_dir: Path) -> dict[str, Any]:
-    with (version_dir / MANIFEST).open(encoding="utf-8") as handle:
-        manifest: dict[str, Any] = json.load(handle)
-    return manifest
 
 
 @contextmanager

@@ -12,8 +12,7 @@ from pathlib import Path
 import duckdb
 
 from ingest import cli
-from ingest.publish import current_version_dir
-from ingest.stage import sql_string
+from ingest.layout import current_version_dir, sql_string
 
 
 def open_version(version_dir: Path) -> duckdb.DuckDBPyConnection:

@@ -20,13 +20,8 @@ from typing import Final
 import duckdb
 import pyarrow.parquet as pq
 
+from ingest.layout import COUNTED, ROLLUP_DIR, VERSION_KEY
 from ingest.serving import RECORDS
-
-ROLLUP_DIR: Final = "rollups"
-VERSION_KEY: Final = b"fees:version_id"
-
-# The discovery dimensions (spec endpoints 1-4), counted per effective period.
-COUNTED: Final = ("fee_type", "fee_category", "action", "participant")
 
 COUNTS: Final = (
     "\nUNION ALL\n".join(

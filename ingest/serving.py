@@ -22,18 +22,17 @@ import duckdb
 import numpy as np
 import numpy.typing as npt
 
+from ingest.layout import (
+    CODE_TYPES,
+    CODED,
+    CODES_FILE,
+    INDEX_DIR,
+    NO_END,
+    NULL_RANK,
+    SERVING_FILE,
+    sql_string,
+)
 from ingest.schema import CLOSED_VALUES
-from ingest.stage import sql_string
-
-SERVING_FILE: Final = "serving.duckdb"
-INDEX_DIR: Final = "index"
-CODES_FILE: Final = "codes.json"
-NO_END: Final = np.iinfo(np.int32).max  # an effective_end that is still open
-NULL_RANK: Final = np.iinfo(np.uint32).max  # an amount that is not a plain money figure
-
-# The code of a closed column's value (a vocabulary's, or `uncertain`'s `false`/`true`) is its
-# 1-based place in its list of values (0: no value).
-CODED: Final = tuple(CLOSED_VALUES)
 
 # The sorted records live in the serving file from the start: `ingest.write` creates this
 # table and writes the Parquet files from it, so the rows are materialized once, not twice
@@ -75,14 +74,6 @@ FROM {RECORDS} AS records LEFT JOIN ranks USING (amount)
 """
 
 DISTINCT_VALUES: Final = f"SELECT list(DISTINCT {{column}} ORDER BY {{column}}) FROM {RECORDS}"
-
-CODE_TYPES: Final[dict[str, type[np.integer[Any]]]] = {
-    "exchange": np.uint8,
-    **dict.fromkeys(CODED, np.uint8),
-    "effective_start": np.int32,
-    "effective_end": np.int32,
-    "version_id": np.uint16,
-}
 
 
 def attach(con: duckdb.DuckDBPyConnection, version: Path) -> None:

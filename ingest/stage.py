@@ -22,6 +22,7 @@ import duckdb
 import pyarrow as pa
 from tqdm import tqdm
 
+from ingest.layout import sql_string
 from ingest.schema import (
     CLOSED_VALUES,
     DATE_COLUMNS,
@@ -208,8 +209,7 @@ EMPTY_RULES: Final = {
 }
 # What an illustrative row must leave empty, and why.
 NAMES_NO_SOURCE: Final = (
-    "'an illustrative row names no source: leave source_document, source_url and page_number "
-    "empty'"
+    "'an illustrative row names no source: leave source_document, source_url and page_number empty'"
 )
 NOT_ILLUSTRATIVE: Final = {
     "source_document": NAMES_NO_SOURCE,
@@ -372,11 +372,6 @@ class RawRows:
         except duckdb.Error as error:
             self._error = self.failure(number, error)
             raise
-
-
-def sql_string(value: str) -> str:
-    """A SQL string literal, for the few places DuckDB takes no parameter (COPY targets)."""
-    return "'" + value.replace("'", "''") + "'"
 
 
 def copy_rejects(target: Path) -> str:

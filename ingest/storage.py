@@ -1,4 +1,5 @@
-"""Where versions are published: a local data directory, or an S3 bucket and prefix.
+"""Where versions are published: a local data directory, or an S3 bucket and prefix, and the
+`FEES_*` variables that say so (read with `setting`, as the service reads all of its own).
 
     s3://<bucket>/<prefix>/
         current                                  (an object whose body is the version id)
@@ -20,17 +21,35 @@ import json
 import os
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from ingest import publish
+from ingest import layout, publish
 
 S3_SCHEME = "s3://"
 DELETE_BATCH = 1000  # the most keys one DeleteObjects request takes
+
+
+class InvalidSetting(ValueError):
+    """A `FEES_*` setting that cannot be used; the message says which, its value and what is
+    allowed."""
+
+
+def setting(environ: Mapping[str, str], variable: str, parse: Callable[[str], Any]) -> Any:
+    """A `FEES_*` variable's value as `parse` reads it; None when it is unset or empty. The data
+    commands read FEES_DATA_DIR and FEES_S3_ENDPOINT_URL with it (`ingest.cli`), the service
+    all its settings (`service.settings`)."""
+    text = environ.get(variable, "").strip()
+    if not text:
+        return None
+    try:
+        return parse(text)
+    except ValueError as error:
+        raise InvalidSetting(f"{variable}={text!r}: {error}") from None
 
 
 def is_s3(location: Path | str) -> bool:
@@ -78,14 +97,14 @@ class LocalStorage:
         return publish.ingest_lock(self.root)
 
     def current_version(self) -> str | None:
-        current = publish.current_version_dir(self.root)
+        current = layout.current_version_dir(self.root)
         return current.name if current is not None else None
 
     def manifest(self, version_id: str) -> dict[str, Any]:
-        return publish.read_manifest(self.root / publish.VERSIONS / version_id)
+        return layout.read_manifest(self.root / layout.VERSIONS / version_id)
 
     def previous_fees(self, version_id: str, work: Path) -> Path:
-        return self.root / publish.VERSIONS / version_id / "fees"
+        return self.root / layout.VERSIONS / version_id / "fees"
 
     def publish(self, staged: Path, version_id: str) -> Path:
         return publish.publish(self.root, staged, version_id)
@@ -116,11 +135,11 @@ class S3Storage:
         return publish.ingest_lock(self.root)
 
     def current_version(self) -> str | None:
-        body = self._get(self.key(publish.CURRENT))
+        body = self._get(self.key(layout.CURRENT))
         return body.decode("utf-8").strip() if body is not None else None
 
     def manifest(self, version_id: str) -> dict[str, Any]:
-        body = self._get(self.key(publish.VERSIONS, version_id, publish.MANIFEST))
+        body = self._get(self.key(layout.VERSIONS, version_id, layout.MANIFEST))
         if body is None:
             raise FileNotFoundError(f"{self.url}: version {version_id} has no manifest")
         manifest: dict[str, Any] = json.loads(body)
@@ -134,14 +153,14 @@ class S3Storage:
     def publish(self, staged: Path, version_id: str) -> str:
         """Upload every file of the version (its manifest last), then move `current` to it."""
         files = sorted(path for path in staged.rglob("*") if path.is_file())
-        files.sort(key=lambda path: path.name == publish.MANIFEST)  # stable: manifest last
+        files.sort(key=lambda path: path.name == layout.MANIFEST)  # stable: manifest last
         for path in files:
-            key = self.key(publish.VERSIONS, version_id, path.relative_to(staged).as_posix())
+            key = self.key(layout.VERSIONS, version_id, path.relative_to(staged).as_posix())
             self._s3.upload_file(str(path), self.bucket, key)
         self._s3.put_object(
-            Bucket=self.bucket, Key=self.key(publish.CURRENT), Body=version_id.encode("utf-8")
+            Bucket=self.bucket, Key=self.key(layout.CURRENT), Body=version_id.encode("utf-8")
         )
-        return self.key(publish.VERSIONS, version_id)
+        return self.key(layout.VERSIONS, version_id)
 
     def prune(self, *, keep: int) -> list[str]:
         """Delete all but the newest `keep` version prefixes; never the current one."""
@@ -149,7 +168,7 @@ class S3Storage:
         versions = sorted(self.versions(), reverse=True)
         doomed = [name for name in versions[keep:] if name != current]
         for name in doomed:
-            keys = [{"Key": key} for key in self._keys(self.key(publish.VERSIONS, name) + "/")]
+            keys = [{"Key": key} for key in self._keys(self.key(layout.VERSIONS, name) + "/")]
             for start in range(0, len(keys), DELETE_BATCH):
                 self._s3.delete_objects(
                     Bucket=self.bucket, Delete={"Objects": keys[start : start + DELETE_BATCH]}
@@ -158,7 +177,7 @@ class S3Storage:
 
     def versions(self) -> list[str]:
         """The version ids with a prefix under `versions/`, complete or not."""
-        prefix = self.key(publish.VERSIONS) + "/"
+        prefix = self.key(layout.VERSIONS) + "/"
         pages = self._s3.get_paginator("list_objects_v2").paginate(
             Bucket=self.bucket, Prefix=prefix, Delimiter="/"
         )
@@ -170,7 +189,7 @@ class S3Storage:
 
     def download(self, version_id: str, target: Path, *, under: str = "") -> None:
         """Every object of the version (or of its folder `under`) into `target`, as laid out."""
-        prefix = self.key(publish.VERSIONS, version_id) + "/"
+        prefix = self.key(layout.VERSIONS, version_id) + "/"
         for key in self._keys(prefix + (f"{under}/" if under else "")):
             path = target / key[len(prefix) :]
             path.parent.mkdir(parents=True, exist_ok=True)

@@ -20,17 +20,10 @@ from typing import Final
 
 import duckdb
 
+from ingest.layout import SERVING_FILE, TEXT_ID, sql_string
 from ingest.schema import FEE_COLUMNS, VOCABULARIES
-from ingest.serving import DETACH, RECORDS, SERVING_FILE, attach
-from ingest.stage import (
-    BROKEN,
-    RECORD_ID,
-    TRIMMED_ROWS,
-    RawRows,
-    allowed_values,
-    rule_parameters,
-    sql_string,
-)
+from ingest.serving import DETACH, RECORDS, attach
+from ingest.stage import BROKEN, RECORD_ID, TRIMMED_ROWS, RawRows, allowed_values, rule_parameters
 
 # A plain money figure: `$0.0030`, `($0.0020)`, `-$0.25`, `$1,500.00` (docs/raw-format.md).
 MONEY: Final = r"(?:[0-9]{1,3}(?:,[0-9]{3})+|[0-9]{1,12})(?:\.[0-9]{1,8})?"
@@ -237,7 +230,6 @@ def drop_later_duplicates(con: duckdb.DuckDBPyConnection, version: Path) -> int:
     return int(duplicates)
 
 
-TEXT_ID: Final = "CAST(record_id AS VARCHAR)"
 SELECT_VENUE: Final = f"""
 SELECT * EXCLUDE (exchange) REPLACE ({TEXT_ID} AS record_id)
 FROM {RECORDS}

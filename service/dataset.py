@@ -30,11 +30,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ingest.publish import read_manifest
-from ingest.rollups import COUNTED
+from ingest.layout import COUNTED, INDEX_DIR, SERVING_FILE, read_manifest, sql_string
 from ingest.schema import SCHEMA_VERSION
-from ingest.serving import INDEX_DIR, SERVING_FILE
-from ingest.stage import sql_string
 from service import memory, queries
 from service.accounts import Account
 from service.errors import Unavailable

@@ -22,7 +22,7 @@ from typing import Any, Final
 import numpy as np
 import numpy.typing as npt
 
-from ingest.serving import CODE_TYPES, CODES_FILE, NULL_RANK
+from ingest.layout import CODE_TYPES, CODES_FILE, NULL_RANK
 from service.queries import ORDER_COLUMNS, RESULT_FILTERS, Selection
 
 EPOCH: Final = date(1970, 1, 1)

@@ -12,7 +12,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from ingest.publish import current_version_dir
+from ingest.layout import current_version_dir
 from ingest.storage import S3Storage
 from service.settings import Settings
 

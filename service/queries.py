@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from datetime import date
 from typing import Any, Final
 
-from ingest.write import TEXT_ID
+from ingest.layout import TEXT_ID
 
 # Views over one version's files; the paths are the service's own, quoted by the caller. The
 # files are listed once, when the version is opened (a published version never changes), so

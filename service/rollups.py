@@ -20,7 +20,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from ingest.rollups import ROLLUP_DIR, VERSION_KEY
+from ingest.layout import ROLLUP_DIR, VERSION_KEY
 from service.index import EPOCH
 
 # A day is stored as days since 1970 plus 2**31, so it fits the low 32 bits of a search key

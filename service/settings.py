@@ -16,12 +16,12 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from ingest.cli import DEFAULT_DATA_DIR, InvalidSetting, setting
-from ingest.storage import endpoint_url, has_valid_port, is_s3, location
+from ingest.layout import DEFAULT_DATA_DIR
+from ingest.storage import InvalidSetting, endpoint_url, has_valid_port, is_s3, location, setting
 from service.accounts import Keystore
 
 # A setting that cannot be used; the message says which, its value and what is allowed. The
-# data commands read theirs the same way, and raise the same error (`ingest.cli`).
+# data commands read theirs the same way, and raise the same error (`ingest.storage.setting`).
 SettingsError = InvalidSetting
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from ingest.publish import current_version_dir
+from ingest.layout import current_version_dir
 from service.accounts import fingerprint
 from service.settings import VARIABLES, Settings, SettingsError
 from tests.conftest import FIXTURES, KEYS, REGISTRY, account_key, supplier_headers

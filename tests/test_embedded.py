@@ -6,10 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from ingest import coverage, embedded
+from ingest import coverage
 from ingest.pipeline import IngestResult, run_ingest
 from ingest.query import open_version
 from ingest.schema import VOCABULARIES
+from tools import embedded
 
 ROOT = Path(__file__).parent.parent
 REGISTRY = ROOT / "data" / "exchanges.csv"

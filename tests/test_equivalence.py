@@ -17,7 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ingest.rollups import COUNTED
+from ingest.layout import COUNTED
 from ingest.schema import CLOSED_VALUES
 from service import queries
 from service.settings import Settings

@@ -17,7 +17,7 @@ import duckdb
 import pyarrow.parquet as pq
 import pytest
 
-from ingest import pipeline, publish, synth
+from ingest import layout, pipeline, publish, synth
 from ingest.__main__ import main
 from ingest.errors import IngestError, IngestLocked, MalformedFile, RowsRejected
 from ingest.pipeline import IngestResult, run_ingest
@@ -137,7 +137,7 @@ def test_rejects_file_names_every_problem(fixture_version: IngestResult) -> None
 
 
 def test_manifest_counts_rows_rejects_and_duplicates(fixture_version: IngestResult) -> None:
-    manifest = publish.read_manifest(fixture_version.version_dir)
+    manifest = layout.read_manifest(fixture_version.version_dir)
     assert {key: manifest[key] for key in ("rows_read", "records", "rejected_rows", "problems",
                                            "duplicates", "venues", "schema_version")} == {
         "rows_read": 19,
@@ -227,7 +227,7 @@ def test_changed_input_keeps_first_version_of_unchanged_records(tmp_path: Path) 
     second = ingest(tmp_path / "raw", tmp_path / "data")
     versions = {r["fee_name"]: r["version_id"] for r in read_fees(second.version_dir)}
     assert versions == {"Adding credit": first.version_id, "New line": second.version_id}
-    assert publish.current_version_dir(tmp_path / "data") == second.version_dir
+    assert layout.current_version_dir(tmp_path / "data") == second.version_dir
 
 
 def test_strict_mode_fails_and_publishes_nothing(raw_dir: Path, tmp_path: Path) -> None:
@@ -243,7 +243,7 @@ def test_strict_mode_leaves_the_previous_version_current(raw_dir: Path, tmp_path
     write_raw(raw_dir / "more.csv", [fee_row(fee_type="bond")])
     with pytest.raises(RowsRejected):
         ingest(raw_dir, tmp_path / "data", strict=True)
-    assert publish.current_version_dir(tmp_path / "data") == good.version_dir
+    assert layout.current_version_dir(tmp_path / "data") == good.version_dir
 
 
 HEADER = ",".join(RAW_COLUMNS)
@@ -335,7 +335,7 @@ def test_old_versions_are_pruned_keeping_the_newest(tmp_path: Path) -> None:
         published.append(ingest(tmp_path / "raw", tmp_path / "data", keep=2).version_id)
     assert versions_on_disk(tmp_path / "data") == published[2:]
     assert (
-        publish.current_version_dir(tmp_path / "data")
+        layout.current_version_dir(tmp_path / "data")
         == tmp_path / "data" / "versions" / published[3]
     )
 
@@ -355,7 +355,7 @@ def test_failure_while_publishing_leaves_previous_version_current(
     with pytest.raises(OSError, match="injected"):
         ingest(tmp_path / "raw", tmp_path / "data")
     monkeypatch.undo()
-    assert publish.current_version_dir(tmp_path / "data") == good.version_dir
+    assert layout.current_version_dir(tmp_path / "data") == good.version_dir
     assert [r["fee_name"] for r in read_fees(good.version_dir)] == ["Adding credit"]
     retry = ingest(tmp_path / "raw", tmp_path / "data")
     assert len(read_fees(retry.version_dir)) == 2
@@ -392,18 +392,18 @@ def test_if_stale_publishes_only_when_nothing_servable_is_current(
     write_raw(tmp_path / "embedded" / "one.csv", [fee_row(fee_name="Embedded")])
     args = ["--data", str(data), "--registry", str(REGISTRY), "--if-stale"]
     assert main(["--raw", str(tmp_path / "mine"), *args]) == 0  # nothing current yet
-    mine = publish.current_version_dir(data)
+    mine = layout.current_version_dir(data)
     assert mine is not None and "published version" in capsys.readouterr().out
     assert main(["--raw", str(tmp_path / "embedded"), *args]) == 0
-    assert publish.current_version_dir(data) == mine
+    assert layout.current_version_dir(data) == mine
     assert capsys.readouterr().out == (
         f"a version of schema 3 is current (--if-stale): version {mine.name} is current; "
         "nothing published\n"
     )
-    manifest = publish.read_manifest(mine)
+    manifest = layout.read_manifest(mine)
     (mine / "manifest.json").write_text(json.dumps(manifest | {"schema_version": 1}))
     assert main(["--raw", str(tmp_path / "embedded"), *args]) == 0
-    rebuilt = publish.current_version_dir(data)
+    rebuilt = layout.current_version_dir(data)
     assert rebuilt != mine and rebuilt is not None
     assert [record["fee_name"] for record in read_fees(rebuilt)] == ["Embedded"]
 
@@ -587,9 +587,9 @@ def test_killing_a_real_ingest_midway_leaves_current_intact(tmp_path: Path, dela
     time.sleep(delay)
     process.send_signal(signal.SIGKILL)
     process.wait()
-    current = publish.current_version_dir(data)
+    current = layout.current_version_dir(data)
     assert current is not None
-    manifest = publish.read_manifest(current)
+    manifest = layout.read_manifest(current)
     assert len(read_fees(current)) == manifest["records"]  # complete, whichever version it is
     if current != before.version_dir:  # the ingest finished before the kill
         assert manifest["records"] == 150_000

@@ -23,9 +23,9 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from ingest import publish, synth
+from ingest import layout, publish, synth
+from ingest.layout import SERVING_FILE
 from ingest.pipeline import run_ingest
-from ingest.serving import SERVING_FILE
 from tests.conftest import FIXTURES, fee_row, write_raw
 
 REPO = Path(__file__).parent.parent
@@ -85,9 +85,9 @@ class Shape:
 
 
 def shape_of(version: Path) -> Shape:
-    manifest = publish.read_manifest(version)
-    layout = frozenset(path.relative_to(version).as_posix() for path in files_of(version))
-    return Shape(manifest["records"], manifest["venues"], layout)
+    manifest = layout.read_manifest(version)
+    files = frozenset(path.relative_to(version).as_posix() for path in files_of(version))
+    return Shape(manifest["records"], manifest["venues"], files)
 
 
 def read_back(version: Path) -> tuple[dict[str, int], set[str], int]:
@@ -109,7 +109,7 @@ def read_back(version: Path) -> tuple[dict[str, int], set[str], int]:
 
 def assert_whole(version: Path, shapes: dict[str, Shape], where: str) -> None:
     """The manifest's counts and files are what DuckDB reads, and match a clean ingest."""
-    manifest = publish.read_manifest(version)
+    manifest = layout.read_manifest(version)
     venues, sources, serving_rows = read_back(version)
     assert venues == manifest["venues"], where
     assert sum(venues.values()) == manifest["records"] == serving_rows, where
@@ -147,11 +147,11 @@ class Timeline:
 
 
 def staged_manifest(data: Path) -> bool:
-    return any((data / publish.VERSIONS).glob(f"{publish.STAGING_PREFIX}*/version/manifest.json"))
+    return any((data / layout.VERSIONS).glob(f"{publish.STAGING_PREFIX}*/version/manifest.json"))
 
 
 def switched(data: Path, previous: Path | None) -> Callable[[], bool]:
-    return lambda: publish.current_version_dir(data) != previous
+    return lambda: layout.current_version_dir(data) != previous
 
 
 def wait_until(done: Callable[[], bool], process: subprocess.Popen[bytes]) -> float:
@@ -216,20 +216,20 @@ def kill_ingest(raw: Path, data: Path, kill: Kill, previous: Path) -> None:
 
 def landed(data: Path, previous: Path) -> str:
     """Which phase the kill cut short, judged from what it left behind."""
-    if publish.current_version_dir(data) != previous:
+    if layout.current_version_dir(data) != previous:
         # `current` moved; the run was clearing its staging directory or pruning, or exiting
         unfinished = leftovers(data) or len(whole_versions(data)) > KEEP
         return "cleaning up" if unfinished else "exiting"
-    entries = list((data / publish.VERSIONS).iterdir())
+    entries = list((data / layout.VERSIONS).iterdir())
     staging = [path for path in entries if path.name.startswith(publish.STAGING_PREFIX)]
     renamed = [path for path in entries if path.name > previous.name]  # never made current
-    if renamed or any((path / "version" / publish.MANIFEST).exists() for path in staging):
+    if renamed or any((path / "version" / layout.MANIFEST).exists() for path in staging):
         return "publishing"  # fsyncing, renaming into place or switching
     return "building" if staging else "starting"
 
 
 def versions(data: Path) -> list[Path]:
-    return sorted(path for path in (data / publish.VERSIONS).iterdir())
+    return sorted(path for path in (data / layout.VERSIONS).iterdir())
 
 
 def whole_versions(data: Path) -> list[Path]:
@@ -261,7 +261,7 @@ def check_kill(
 ) -> None:
     """After a kill: `current` is a whole version (the previous one or the new one), the
     previous version is byte for byte what it was, and every version on disk is whole."""
-    assert publish.current_version_dir(data) in whole_versions(data), where
+    assert layout.current_version_dir(data) in whole_versions(data), where
     assert file_hashes(previous) == before, where
     for version in whole_versions(data):
         assert_whole(version, shapes, where)
@@ -269,7 +269,7 @@ def check_kill(
 
 def kill_and_rerun(data: Path, raw: Path, kill: Kill, shapes: dict[str, Shape], where: str) -> str:
     """Kill an ingest of `raw`, check what it left, rerun it; returns the phase it cut short."""
-    previous = publish.current_version_dir(data)
+    previous = layout.current_version_dir(data)
     assert previous is not None, where
     before = file_hashes(previous)
     kill_ingest(raw, data, kill, previous)
@@ -278,7 +278,7 @@ def kill_and_rerun(data: Path, raw: Path, kill: Kill, shapes: dict[str, Shape], 
     check_kill(data, previous, before, shapes, where)
     again = run_ingest(raw, data, registry=REGISTRY, keep=KEEP)
     assert again.changed == (phase in UNPUBLISHED), where  # published unless the kill had
-    assert publish.current_version_dir(data) == again.version_dir, where
+    assert layout.current_version_dir(data) == again.version_dir, where
     assert_whole(again.version_dir, shapes, where)
     assert leftovers(data) == [], where
     assert len(versions(data)) <= KEEP, where
@@ -294,7 +294,7 @@ def test_sigkill_at_random_moments_leaves_a_whole_current_and_a_working_rerun(
     inputs = two_inputs(synth_raw, tmp_path)
     timeline = timed_runs(inputs[1], inputs[0], data)
     shapes = {
-        publish.read_manifest(version)["input_digest"]: shape_of(version)
+        layout.read_manifest(version)["input_digest"]: shape_of(version)
         for version in versions(data)
     }
     assert sorted(shape.records for shape in shapes.values()) == [ROWS, ROWS + 1]
@@ -368,10 +368,10 @@ def without_write_permission(path: Path) -> Iterator[None]:
 
 def state(data: Path) -> tuple[str, list[str], dict[str, str]]:
     """What a failed ingest must leave as it was: `current`, the versions, the current files."""
-    current = publish.current_version_dir(data)
+    current = layout.current_version_dir(data)
     assert current is not None
     names = [path.name for path in versions(data)]
-    return os.readlink(data / publish.CURRENT), names, file_hashes(current)
+    return os.readlink(data / layout.CURRENT), names, file_hashes(current)
 
 
 def publish_small(data: Path) -> None:
@@ -421,7 +421,7 @@ def test_full_disk_fails_in_one_line_and_leaves_current(small_fs: Path, synth_ra
     before = state(data)
     failed = run_cli(synth_raw, data)  # over 10 MB at its peak: far more than is left
     assert failed.returncode == 1
-    staged = re.escape(str(data / publish.VERSIONS / publish.STAGING_PREFIX))
+    staged = re.escape(str(data / layout.VERSIONS / publish.STAGING_PREFIX))
     assert re.fullmatch(
         rf"ingest failed: {staged}[^/]+/version/\S+: No space left on device; nothing published\n",
         failed.stderr,

@@ -9,8 +9,8 @@ import httpx
 import pyarrow.parquet as pq
 import pytest
 
+from ingest.layout import read_manifest
 from ingest.pipeline import IngestResult
-from ingest.publish import read_manifest
 from ingest.query import open_version
 from service import export
 from tests.conftest import KEYS, exchange_headers

@@ -6,8 +6,9 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
+from ingest.layout import ROLLUP_DIR, VERSION_KEY
 from ingest.pipeline import IngestResult
-from ingest.rollups import ROLLUP_DIR, ROLLUPS, VERSION_KEY
+from ingest.rollups import ROLLUPS
 from service.dataset import Dataset
 from service.rollups import RollupMismatch
 from service.settings import Settings

@@ -43,13 +43,11 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from ingest import publish
-from ingest.bench import ensure_synth, machine, write_section
-from ingest.publish import current_version_dir
-from ingest.rollups import ROLLUP_DIR, VERSION_KEY
-from ingest.serving import SERVING_FILE
+from ingest import layout, publish
+from ingest.layout import ROLLUP_DIR, SERVING_FILE, VERSION_KEY, current_version_dir
 from service.app import server_options
 from service.settings import Settings
+from tools.bench_ingest import ensure_synth, machine, write_section
 
 STATIC_BODY = b'{"data":[{"name":"static","record_count":0}],"meta":{"record_count":1}}'
 
@@ -348,8 +346,8 @@ def stage_copy(data: Path) -> tuple[Path, str]:
     staged = publish.staging_dir(data, version_id)
     staged.rmdir()
     shutil.copytree(current, staged, copy_function=os.link)
-    manifest = publish.read_manifest(current) | {"version_id": version_id}
-    (staged / publish.MANIFEST).unlink()  # a link to the current version's file: replace it
+    manifest = layout.read_manifest(current) | {"version_id": version_id}
+    (staged / layout.MANIFEST).unlink()  # a link to the current version's file: replace it
     publish.write_manifest(staged, manifest)
     for path in (staged / ROLLUP_DIR).glob("*.parquet"):
         table = pq.read_table(path)
@@ -400,7 +398,7 @@ class Size:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m service.bench", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m tools.bench", description=__doc__)
     parser.add_argument("--sizes", default="100000,1000000,10000000",
                         help="dataset sizes (records), comma-separated; the largest gets the "
                         "warm, switch and detailed cases")  # fmt: skip
@@ -422,7 +420,7 @@ def main(argv: list[str] | None = None) -> int:
         "FEES_LOG_LEVEL": "warning",
     }
     ceiling_port = args.port + 1
-    serve_ceiling = f"from service.bench import serve_static; serve_static({ceiling_port})"
+    serve_ceiling = f"from tools.bench import serve_static; serve_static({ceiling_port})"
     static_server = [sys.executable, "-c", serve_ceiling]
     serve = [sys.executable, "-m", "service", "serve", "--port", str(args.port)]
     probe = cases(args.supplier)[-1]

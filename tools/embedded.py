@@ -17,7 +17,7 @@ table unchanged. Two things happen on the way:
 
 Nothing is invented: no figure, date or source is made up, and a fact keeps its dates as its
 source gives them. The `evidence` column (a quote from the source, where the reader kept one)
-is for reviewers and is not published. Run `python -m ingest.embedded` (`make embedded`); it
+is for reviewers and is not published. Run `python -m tools.embedded` (`make embedded`); it
 rewrites `data/raw/` to hold exactly one file per venue with rows.
 """
 

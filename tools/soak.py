@@ -29,11 +29,11 @@ from pathlib import Path
 
 import httpx
 
-from ingest.bench import machine, write_section
 from ingest.pipeline import run_ingest
 from ingest.synth import generate
 from service.accounts import key_entry
-from service.bench import Case, parse_load, require_wrk, rss_mb, serving, socket_errors
+from tools.bench import Case, parse_load, require_wrk, rss_mb, serving, socket_errors
+from tools.bench_ingest import machine, write_section
 
 ROOT = Path(".soak")
 FULL, SCOPED, METERED = "soak-full-key-0123456789", "soak-scoped-key-0123456789", "soak-meter-key"
@@ -237,7 +237,7 @@ class Result:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m service.soak", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m tools.soak", description=__doc__)
     parser.add_argument("--seconds", type=int, default=300)
     parser.add_argument("--connections", type=int, default=64)
     parser.add_argument("--rows", type=int, default=100_000)

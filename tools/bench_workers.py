@@ -16,16 +16,16 @@ import sys
 from contextlib import ExitStack
 from pathlib import Path
 
-from ingest.bench import machine, write_section
-from ingest.publish import current_version_dir
-from service.bench import SUPPLIER_HEADERS, Case, Load, memory_kb, require_wrk, serving, wrk
+from ingest.layout import current_version_dir
+from tools.bench import SUPPLIER_HEADERS, Case, Load, memory_kb, require_wrk, serving, wrk
+from tools.bench_ingest import machine, write_section
 
 WORKERS = (1, 2)
 WARM_UP_SECONDS = 3  # before the first run: every worker opens the version and fills its cache
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m service.bench_workers", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m tools.bench_workers", description=__doc__)
     parser.add_argument("--data", type=Path, help="default: .bench/warehouse-1000000, if built")
     parser.add_argument("--supplier", default="box")
     parser.add_argument("--runs", type=int, default=3, help="runs per worker count")

@@ -105,7 +105,7 @@ def machine() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m ingest.bench", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m tools.bench_ingest", description=__doc__)
     parser.add_argument("--rows", type=int, default=5_000_000)
     parser.add_argument("--memory-rows", type=int, default=10_000_000)
     parser.add_argument("--rounds", type=int, default=3)

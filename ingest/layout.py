@@ -1,0 +1,78 @@
+"""A published version on disk: the contract between the ingest, which writes versions, and the
+service, which reads them. The service imports from `ingest` only this module, `ingest.schema`
+(the columns and their values) and `ingest.storage` (local or S3); `tests/test_imports.py`
+holds it to that.
+
+    <data dir>/
+        current -> versions/<version id>       (a symlink, replaced atomically)
+        versions/<version id>/
+            manifest.json                       what was read and published (`read_manifest`)
+            fees/exchange=<code>/*.parquet      the records (docs/dataset.md)
+            exchanges.parquet                   the venue registry of this version
+            rejects.csv                         the rows refused, and why
+            serving.duckdb                      table `rows`: the records, row-addressable
+            index/*.npy, index/codes.json       the results index (`CODE_TYPES`, `ingest.serving`)
+            rollups/*.parquet                   discovery's counts (`ingest.rollups`)
+
+How each part is written lives with its writer (`ingest.publish`, `ingest.serving`,
+`ingest.rollups`); what a reader needs to find and decode them lives here.
+"""
+
+import json
+from pathlib import Path
+from typing import Any, Final
+
+import numpy as np
+
+from ingest.schema import CLOSED_VALUES
+
+# Where versions are published when neither `--data` nor FEES_DATA_DIR says.
+DEFAULT_DATA_DIR: Final = Path("data/warehouse")
+
+CURRENT: Final = "current"
+VERSIONS: Final = "versions"
+MANIFEST: Final = "manifest.json"
+
+SERVING_FILE: Final = "serving.duckdb"
+INDEX_DIR: Final = "index"
+CODES_FILE: Final = "codes.json"
+ROLLUP_DIR: Final = "rollups"
+# The Parquet key-value metadata key of each rollup file: the version it was counted for.
+VERSION_KEY: Final = b"fees:version_id"
+
+# The discovery dimensions (spec endpoints 1-4), counted per effective period in the rollups.
+COUNTED: Final = ("fee_type", "fee_category", "action", "participant")
+
+# The index: one array per column, a value per record position. A closed column's value (a
+# vocabulary's, or `uncertain`'s `false`/`true`) is coded as its 1-based place in its list of
+# values (0: no value); `codes.json` lists the values of each coded column.
+CODED: Final = tuple(CLOSED_VALUES)
+CODE_TYPES: Final[dict[str, type[np.integer[Any]]]] = {
+    "exchange": np.uint8,
+    **dict.fromkeys(CODED, np.uint8),
+    "effective_start": np.int32,
+    "effective_end": np.int32,
+    "version_id": np.uint16,
+}
+NO_END: Final = np.iinfo(np.int32).max  # an effective_end that is still open
+NULL_RANK: Final = np.iinfo(np.uint32).max  # an amount that is not a plain money figure
+
+# The record id as the answers carry it: text (it is a UUID in the serving file).
+TEXT_ID: Final = "CAST(record_id AS VARCHAR)"
+
+
+def current_version_dir(data_dir: Path) -> Path | None:
+    link = data_dir / CURRENT
+    return link.resolve() if link.is_symlink() else None
+
+
+def read_manifest(version_dir: Path) -> dict[str, Any]:
+    with (version_dir / MANIFEST).open(encoding="utf-8") as handle:
+        manifest: dict[str, Any] = json.load(handle)
+    return manifest
+
+
+def sql_string(value: str) -> str:
+    """A SQL string literal, for the few places DuckDB takes no parameter (file paths in
+    `read_parquet` views, COPY targets, ATTACH)."""
+    return "'" + value.replace("'", "''") + "'"
