@@ -132,13 +132,15 @@ class Dataset:
                 registry=sql_string(str(version_dir / "exchanges.parquet"))
             )
         )
-        # Versions written before the serving copy existed are answered by SQL alone.
-        self.index: ResultsIndex | None = None
-        if (version_dir / SERVING_FILE).exists():
-            serving = sql_string(str(version_dir / SERVING_FILE))
-            self._con.execute(f"ATTACH {serving} AS serving (READ_ONLY)")
-            self.index = ResultsIndex(version_dir / INDEX_DIR)
-            self._check_serving(self.index)
+        # Every results page is found by the index and read from the serving copy: a version
+        # without either cannot be served.
+        for part in (SERVING_FILE, INDEX_DIR):
+            if not (version_dir / part).exists():
+                raise DamagedVersion(f"{version_dir.name}: {part} is missing")
+        serving = sql_string(str(version_dir / SERVING_FILE))
+        self._con.execute(f"ATTACH {serving} AS serving (READ_ONLY)")
+        self.index = ResultsIndex(version_dir / INDEX_DIR)
+        self._check_serving(self.index)
         self.venues, self._names = self._load_venues()
         self.coverage = self._load_coverage()
         self.versions = self._load_versions()
@@ -220,10 +222,6 @@ class Dataset:
         # since the venue condition keeps every record of it out.
         return replace(selection, files=files or self._every[:1])
 
-    def index_for(self, selection: queries.Selection) -> ResultsIndex | None:
-        """The results index, if this version has one and it can answer `selection`."""
-        return self.index if self.index is not None and self.index.serves(selection) else None
-
     def rows_at(self, positions: list[int], included: queries.Included) -> list[dict[str, Any]]:
         """The JSON items of the serving copy's records at `positions`, in that order."""
         if not positions:
@@ -231,10 +229,6 @@ class Dataset:
         found = self.rows(*queries.rows_at(positions, included))
         by_position = {row.pop("position"): row for row in found}
         return [by_position[position] for position in positions]
-
-    def batches(self, sql: str, parameters: dict[str, Any], size: int) -> Iterator[pa.RecordBatch]:
-        """Stream the query's rows as Arrow record batches of at most `size` rows."""
-        return self._stream([(sql, parameters, None)], size)
 
     def batches_at(
         self, chunks: Iterable[Array], *, shape: str, included: queries.Included, size: int

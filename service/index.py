@@ -254,11 +254,6 @@ class ResultsIndex:
             wanted["version_id"] = _lookup([code], "version_id")
         return wanted
 
-    @staticmethod
-    def serves(selection: Selection) -> bool:
-        """Whether the index can answer this selection (a lookup by record id is SQL's)."""
-        return selection.record_id is None and selection.sort_values is None
-
 
 def _sorted_groups(values: Array, first: int) -> tuple[Array, Array]:
     """The distinct values of a sorted array and where each begins (counted from `first`)."""

@@ -80,8 +80,6 @@ class Selection:
     in_force_on: date | None = None
     version_id: str | None = None
     record_id: str | None = None
-    # (sort key, values): only records whose sort column holds one of the values (None: null)
-    sort_values: tuple[str, list[Any]] | None = None
     files: tuple[str, ...] = ()  # the Parquet files of `venues` (`Dataset.scoped`)
 
     def where(self) -> tuple[str, dict[str, Any]]:
@@ -112,34 +110,12 @@ class Selection:
             if value is not None:
                 clauses.append(condition)
                 parameters[name] = value
-        if self.sort_values is not None:
-            clauses.append(self._sort_clause(parameters))
         return f"FROM {SELECTED_FEES}\nWHERE " + ("\nAND ".join(clauses) or "true"), parameters
-
-    def _sort_clause(self, parameters: dict[str, Any]) -> str:
-        assert self.sort_values is not None
-        order_by, values = self.sort_values
-        column = ORDER_COLUMNS[order_by]  # the allow-list again
-        present = [value for value in values if value is not None]
-        names = [f"sort_{number}" for number in range(len(present))]
-        parameters |= dict(zip(names, present, strict=True))
-        alternatives = [f"{column} IN ({', '.join(f'${name}' for name in names)})"] if names else []
-        if None in values:
-            alternatives.append(f"{column} IS NULL")
-        return "(" + " OR ".join(alternatives or ["false"]) + ")"
 
 
 def count_matching(selection: Selection) -> tuple[str, dict[str, Any]]:
     where, parameters = selection.where()
     return f"SELECT count(*)\n{where}", parameters
-
-
-def sort_histogram(selection: Selection, order_by: str) -> tuple[str, dict[str, Any]]:
-    """How many selected records hold each value of the sort column: small (a few thousand
-    groups at most for these columns) and about as cheap as a count."""
-    where, parameters = selection.where()
-    column = ORDER_COLUMNS[order_by]
-    return f"SELECT {column} AS value, count(*) AS records\n{where}\nGROUP BY 1", parameters
 
 
 # A record's footnotes and definitions, in the compatible service's shape. The dataset holds

@@ -7,9 +7,7 @@ a stable order, and 422 answers that list every bad parameter.
 
 import math
 from collections.abc import Iterator
-from dataclasses import replace
 from datetime import UTC, datetime
-from typing import Any
 
 import pyarrow as pa
 from starlette.requests import Request
@@ -21,7 +19,6 @@ from service.access import current_dataset, key_header_account
 from service.accounts import Account
 from service.dataset import DETAIL_DIMENSIONS, Dataset
 from service.errors import Forbidden, NotFound, elapsed_ms
-from service.index import ResultsIndex
 from service.params import Query
 from service.responses import JSON
 
@@ -139,15 +136,13 @@ class _Page:
 def _page_response(
     request: Request, dataset: Dataset, selection: queries.Selection, page: _Page
 ) -> JSON:
-    """One page, found from the counts per sort value (by the index, or by SQL for a version
-    without one) rather than by ordering every match, so a deep page costs about what the
-    first one does."""
+    """One page, found by the index from the counts per sort value rather than by ordering
+    every match, so a deep page costs about what the first one does."""
     offset = page.size * page.number
-    index = dataset.index_for(selection)
-    if index is not None:
-        total, items = _indexed_page(dataset, index, selection, page, offset)
-    else:
-        total, items = _sql_page(dataset, selection, page, offset)
+    total, positions = dataset.index.page(
+        selection, page.order_by, page.order_dir, offset, page.size
+    )
+    items = dataset.rows_at(positions, page.included)
     meta = {
         "record_count": total,
         "total_pages": math.ceil(total / page.size),
@@ -162,41 +157,10 @@ def _every_match(
     dataset: Dataset, selection: queries.Selection, page: _Page, kind: str
 ) -> Iterator[pa.RecordBatch]:
     """Every match in the page order, as Arrow batches shaped for the download `kind`. The
-    index orders positions a chunk at a time, so memory stays flat; one sorted query (which
-    holds every match while it sorts) answers versions without an index."""
+    index orders positions a chunk at a time, so memory stays flat."""
     size = export.BATCH_ROWS
-    index = dataset.index_for(selection)
-    if index is not None:
-        chunks = index.ordered(selection, page.order_by, page.order_dir, size)
-        return dataset.batches_at(chunks, shape=kind, included=page.included, size=size)
-    sql, parameters = queries.page_of_results(
-        selection, order_by=page.order_by, order_dir=page.order_dir, limit=None, offset=0,
-        included=page.included, shape=kind,
-    )  # fmt: skip
-    return dataset.batches(sql, parameters, size)
-
-
-def _indexed_page(
-    dataset: Dataset, index: ResultsIndex, selection: queries.Selection, page: _Page, offset: int
-) -> tuple[int, list[dict[str, object]]]:
-    total, positions = index.page(selection, page.order_by, page.order_dir, offset, page.size)
-    return total, dataset.rows_at(positions, page.included)
-
-
-def _sql_page(
-    dataset: Dataset, selection: queries.Selection, page: _Page, offset: int
-) -> tuple[int, list[dict[str, object]]]:
-    groups = dataset.query(*queries.sort_histogram(selection, page.order_by))
-    total = sum(int(records) for _, records in groups)
-    values, skip = _values_covering(groups, page.order_dir, offset, page.size)
-    if not values:
-        return total, []
-    narrowed = replace(selection, sort_values=(page.order_by, values))
-    sql, parameters = queries.page_of_results(
-        narrowed, order_by=page.order_by, order_dir=page.order_dir, limit=page.size,
-        offset=skip, included=page.included,
-    )  # fmt: skip
-    return total, dataset.rows(sql, parameters)
+    chunks = dataset.index.ordered(selection, page.order_by, page.order_dir, size)
+    return dataset.batches_at(chunks, shape=kind, included=page.included, size=size)
 
 
 def _included(query: Query) -> queries.Included:
@@ -204,29 +168,6 @@ def _included(query: Query) -> queries.Included:
     relationships flag with both lists (`include_footnotes` alone still lists definitions)."""
     source, footnotes, definitions = (query.boolean(name) for name in INCLUDE_PARAMS)
     return queries.Included(source=source, relationships=footnotes or definitions)
-
-
-def _values_covering(
-    groups: list[tuple[Any, ...]], direction: str, offset: int, size: int
-) -> tuple[list[Any], int]:
-    """The sort values, in serving order (nulls last), whose records cover positions
-    [offset, offset + size), and how many records of the first of them come before `offset`."""
-    present = sorted((g for g in groups if g[0] is not None), key=lambda g: g[0])
-    ordered = (present[::-1] if direction == "desc" else present) + [
-        g for g in groups if g[0] is None
-    ]
-    values: list[Any] = []
-    skip = 0
-    before = 0
-    for value, records in ordered:
-        if before + records > offset and before < offset + size:
-            if not values:
-                skip = offset - before
-            values.append(value)
-        before += records
-        if before >= offset + size:
-            break
-    return values, skip
 
 
 def _scope(dataset: Dataset, account: Account) -> list[str] | None:

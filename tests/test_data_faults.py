@@ -129,6 +129,14 @@ def drop_venue(version_dir: Path) -> None:
     shutil.rmtree(version_dir / "fees" / "exchange=memx")
 
 
+def drop_serving_copy(version_dir: Path) -> None:
+    (version_dir / "serving.duckdb").unlink()
+
+
+def drop_index(version_dir: Path) -> None:
+    shutil.rmtree(version_dir / "index")
+
+
 def extra_venue(version_dir: Path) -> None:
     shutil.copytree(version_dir / "fees" / "exchange=memx", version_dir / "fees" / "exchange=iex")
 
@@ -140,6 +148,8 @@ def extra_venue(version_dir: Path) -> None:
         (drop_venue, "memx (0 records, manifest 3)"),
         (extra_venue, "iex (3 records, manifest 0)"),
         (older_schema, "written for schema 1, this service reads schema 3: run `fees ingest`"),
+        (drop_serving_copy, "serving.duckdb is missing"),
+        (drop_index, "index is missing"),
         (lambda version_dir: truncate(version_dir / "fees" / "exchange=memx" / "data_0.parquet"),
          "fees/exchange=memx/data_0.parquet cannot be read"),
     ],
@@ -192,9 +202,9 @@ def test_a_query_past_the_time_limit_is_interrupted(version: IngestResult) -> No
 
 def test_a_streamed_query_past_the_time_limit_is_interrupted(version: IngestResult) -> None:
     dataset = Dataset(version.version_dir, Settings(query_timeout_seconds=0.2))
-    batches = dataset.batches(
-        "SELECT x, x * 2 AS y FROM range(300000000) AS t(x) ORDER BY x DESC", {}, 1000
-    )
+    # `_stream` is the one place streamed results cross the DuckDB boundary (downloads).
+    slow = "SELECT x, x * 2 AS y FROM range(300000000) AS t(x) ORDER BY x DESC"
+    batches = dataset._stream([(slow, {}, None)], 1000)
     with pytest.raises(QueryTimeout):
         for _ in batches:
             pass
@@ -203,7 +213,7 @@ def test_a_streamed_query_past_the_time_limit_is_interrupted(version: IngestResu
 def test_a_slow_reader_of_a_stream_is_not_the_querys_time(version: IngestResult) -> None:
     dataset = Dataset(version.version_dir, Settings(query_timeout_seconds=0.2))
     read = 0
-    for batch in dataset.batches("SELECT * FROM fees", {}, 1):
+    for batch in dataset._stream([("SELECT * FROM fees", {}, None)], 1):
         time.sleep(0.05)  # the client reads slowly: 13 batches take 0.65 s, past the limit
         read += batch.num_rows
     assert read == version.records

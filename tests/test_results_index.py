@@ -7,23 +7,17 @@ must give the same count and the same record ids, in the same order, as `ORDER B
 ... OFFSET` over the Parquet files.
 """
 
-import csv
-import io
 import random
 from datetime import date, timedelta
 from pathlib import Path
 
-import httpx
-import pyarrow.parquet as pq
 import pytest
 
-from ingest.pipeline import run_ingest
 from ingest.schema import CLOSED_VALUES
 from service import queries
 from service.dataset import Dataset
 from service.index import ResultsIndex
-from service.settings import Settings
-from tests.conftest import FIXTURES, REGISTRY, Indexed, LiveServer, exchange_headers
+from tests.conftest import Indexed
 
 REPO = Path(__file__).resolve().parent.parent
 REQUESTS = 400
@@ -158,39 +152,3 @@ def test_an_export_reads_its_rows_a_chunk_at_a_time(indexed: Indexed) -> None:
     sizes = [batch.num_rows for batch in batches]
     assert sum(sizes) == total > 5_000
     assert max(sizes) <= 500 and len(sizes) >= total // 500
-
-
-def test_a_version_without_a_serving_copy_is_answered_by_sql(
-    tmp_path: Path, client: httpx.Client, accounts_file: Path
-) -> None:
-    """The same fixture records, one version without its serving copy: the same pages."""
-    data = tmp_path / "data"
-    result = run_ingest(FIXTURES / "raw", data, registry=REGISTRY)
-    (result.version_dir / "serving.duckdb").unlink()
-    assert Dataset(result.version_dir, Settings(data_dir=data)).index is None
-    settings = Settings(data_dir=data, accounts_file=accounts_file)
-    with LiveServer(settings) as live, httpx.Client(base_url=live.url, timeout=10) as sql_only:
-        for query in PAGES:
-            indexed_answer = client.get(RESULTS, params=query, headers=exchange_headers()).json()
-            sql_answer = sql_only.get(RESULTS, params=query, headers=exchange_headers()).json()
-            assert sql_answer["meta"]["record_count"] == indexed_answer["meta"]["record_count"] > 0
-            assert [item["record_id"] for item in sql_answer["data"]] == [
-                item["record_id"] for item in indexed_answer["data"]
-            ]
-        for query in [*PAGES, {"end_date": "1999-01-01"}]:
-            for kind in ("csv", "parquet"):
-                download = {**query, "format": kind, "include_source": "true"}
-                indexed_file = client.get(RESULTS, params=download, headers=exchange_headers())
-                sql_file = sql_only.get(RESULTS, params=download, headers=exchange_headers())
-                assert indexed_file.status_code == sql_file.status_code == 200
-                assert _rows(indexed_file, kind) == _rows(sql_file, kind), (query, kind)
-
-
-def _rows(download: httpx.Response, kind: str) -> list[dict[str, object]]:
-    """The download's rows, less what differs between two ingests of the same files."""
-    if kind == "csv":
-        rows: list[dict[str, object]] = list(csv.DictReader(io.StringIO(download.text)))
-    else:
-        rows = pq.read_table(io.BytesIO(download.content)).to_pylist()
-    per_ingest = ("version_id", "scraped_time")
-    return [{k: v for k, v in row.items() if k not in per_ingest} for row in rows]
