@@ -29,6 +29,7 @@ from service.metrics import RequestStats, RouteTemplates, ServiceCollector, metr
 from service.protocol import BoundedHttpToolsProtocol
 from service.ratelimit import Limiter
 from service.settings import Settings
+from service.urls import OPENAPI_PATH, PREFIXES
 
 log = logging.getLogger(__name__)
 
@@ -72,7 +73,6 @@ PROBES: dict[str, Callable[[Request], Awaitable[Response]]] = {
 # Served at the root without a key, outside the OpenAPI document: Prometheus's scrape (its own
 # text format) and the interactive reference (`service.docs`).
 UNDOCUMENTED = ("/metrics", "/docs")
-PREFIXES = ("/api/v1", "/v1")
 OPENAPI_FILE = Path(__file__).with_name("openapi.json")
 
 
@@ -95,7 +95,7 @@ def routes() -> list[BaseRoute]:
             for slash in ("", "/")
         ]
         + [
-            Route(prefix + "/openapi.json" + slash, openapi, methods=["GET", "HEAD"])
+            Route(prefix + OPENAPI_PATH + slash, openapi, methods=["GET", "HEAD"])
             for prefix in PREFIXES
             for slash in ("", "/")
         ]
@@ -178,7 +178,7 @@ def create_app(settings: Settings | None = None) -> Starlette:
             limiter=limiter,
             stats=stats,
             routes=RouteTemplates(
-                [path for path, _ in ENDPOINTS] + ["/openapi.json"], [*PROBES, *UNDOCUMENTED]
+                [path for path, _ in ENDPOINTS] + [OPENAPI_PATH], [*PROBES, *UNDOCUMENTED]
             ),
         ),
         settings.cors_origins,

@@ -18,7 +18,8 @@ from starlette.responses import FileResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
-SPEC_URL = "/api/v1/openapi.json"
+from service.urls import SPEC_URL
+
 STARTER = Path(__file__).with_name("docs.js")
 # Swagger UI needs `data:` images (the icons in its style sheet) and nothing from another origin.
 POLICY = "; ".join(

@@ -18,6 +18,8 @@ from service import memory
 
 BATCH_ROWS = 65_536
 MEDIA_TYPES = {"csv": "text/csv; charset=utf-8", "parquet": "application/vnd.apache.parquet"}
+# The `format` values of the results listing: JSON pages, or one of the downloads.
+FORMATS = ("json", *MEDIA_TYPES)
 ACCEPTED = {"text/csv": "csv", "application/vnd.apache.parquet": "parquet"}
 
 

@@ -40,10 +40,11 @@ from service.dataset import DatasetHolder
 from service.errors import STARTED, RateLimited, render, server_timing
 from service.metrics import RequestStats, RouteTemplates
 from service.ratelimit import Limiter
+from service.urls import OPENAPI_PATH, PREFIXES
 
 access_log = logging.getLogger("service.access")
 
-API_PREFIXES = ("/api/v1/", "/v1/")
+API_PREFIXES = tuple(f"{prefix}/" for prefix in PREFIXES)
 NOSNIFF = (b"x-content-type-options", b"nosniff")
 PRIVATE = (b"cache-control", b"private")
 REQUEST_ID = b"x-request-id"
@@ -69,7 +70,7 @@ os.register_at_fork(after_in_child=_new_prefix)  # a forked worker makes ids of 
 
 def needs_key(path: str) -> bool:
     """API paths need a key; the OpenAPI document and the service's own probes do not."""
-    return path.startswith(API_PREFIXES) and not path.rstrip("/").endswith("/openapi.json")
+    return path.startswith(API_PREFIXES) and not path.rstrip("/").endswith(OPENAPI_PATH)
 
 
 def _request_headers(scope: Scope) -> tuple[bytes | None, bytes | None]:

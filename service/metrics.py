@@ -21,12 +21,12 @@ from starlette.responses import Response
 from service.cache import ResponseCache
 from service.dataset import DatasetHolder
 from service.ratelimit import Limiter
+from service.urls import PREFIXES
 
 # Seconds: a cached answer takes well under a millisecond, an export can take many seconds.
 BUCKETS: Final = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
 OTHER: Final = "other"  # the route label of a path no route answers
 KNOWN_PATHS: Final = 4096  # paths whose template is remembered
-API_PREFIXES: Final = ("/api/v1", "/v1")
 
 
 class RouteTemplates:
@@ -55,7 +55,7 @@ class RouteTemplates:
         bare = path.rstrip("/")
         if bare in self._root:
             return bare
-        prefix = next((p for p in API_PREFIXES if bare.startswith(p + "/")), None)
+        prefix = next((p for p in PREFIXES if bare.startswith(p + "/")), None)
         if prefix is None:
             return OTHER
         parts = bare[len(prefix) + 1 :].split("/")

@@ -44,7 +44,7 @@ def list_results(request: Request) -> Response:
     named = _venue_codes(query, dataset, account)
     start, end = query.window()
     latest = query.boolean("latest_only")
-    kind = query.choice("format", ("json", "csv", "parquet"))
+    kind = query.choice("format", export.FORMATS)
     page = _Page(query)
     query.check()
     _refuse_hidden(named, account)

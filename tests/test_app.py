@@ -12,8 +12,9 @@ import pytest
 from ingest.pipeline import IngestResult, run_ingest
 from service.__main__ import main as service_main
 from service.accounts import RECHECK_SECONDS
-from service.app import ENDPOINTS, PREFIXES
+from service.app import ENDPOINTS
 from service.settings import Settings
+from service.urls import PREFIXES
 from tests.conftest import (
     KEYS,
     REGISTRY,
