@@ -198,6 +198,27 @@ class _Built:
     first_rejects: list[dict[str, Any]]
 
 
+@dataclass(frozen=True)
+class _Build:
+    """What one version's build holds: its connection (in memory, spilling to `work/spill`
+    past the memory limit), where it writes (`work/version`), and what it reads."""
+
+    con: duckdb.DuckDBPyConnection
+    version: Path
+    files: list[RawFile]
+    codes: list[str]  # the registry's venue codes
+    version_id: str
+    created: datetime
+
+
+@dataclass(frozen=True)
+class _Rejects:
+    per_file: dict[int, tuple[int, int]]  # file number -> (problems, rejected rows)
+    problems: int
+    rows: int
+    first: list[dict[str, Any]]
+
+
 def _build(
     work: Path,
     files: list[RawFile],
@@ -208,76 +229,117 @@ def _build(
     version_id: str,
     created: datetime,
 ) -> _Built:
-    """Read, check and write one version's files into `work/version`."""
+    """Read, check and write one version's files into `work/version`: sort the valid rows,
+    account for the rejected ones, write the records and what is derived from them, then the
+    registry and the manifest."""
     version = work / "version"
     version.mkdir()
-    codes = [venue.code for venue in venues]
-    # In memory, spilling to `work/spill` past the memory limit.
     con = duckdb.connect()
     try:
         _configure(con, work, memory_limit)
-        con.execute(stage.CREATE_TABLES)
-        write.load_previous(con, previous)
-        serving.attach(con, version)
-        _phase("reading, checking and sorting the rows")
-        raw_rows = _raw_rows(files, range(len(files)))
-        kept = write.sort_records(
-            con,
-            raw_rows,
-            venues=codes,
-            paths=[raw.shown for raw in files],
-            version_id=version_id,
-            ingested_at=created.isoformat(),
-        )
-        rows_read = sum(raw_rows.records.values())
-        _record_files(con, files, raw_rows.records)
-        if kept < rows_read:
-            _phase(f"listing the problems of {rows_read - kept:,} rejected rows")
-            stage.list_problems(con, _raw_rows(files, write.files_with_rejects(con)), codes)
-        rejects = {row[0]: (row[1], row[2]) for row in con.execute(stage.REJECT_COUNTS).fetchall()}
-        problems = sum(count for count, _ in rejects.values())
-        rejected_rows = sum(rows for _, rows in rejects.values())
-        if rejected_rows != rows_read - kept:
-            raise IngestError(
-                f"internal error: {rows_read - kept} rows were dropped but {rejected_rows} "
-                "have problems listed; nothing published"
-            )
-        first_rejects = _first_rejects(con)
-        if strict and problems:
-            raise RowsRejected(
-                f"--strict: {rejected_rows} row(s) rejected with {problems} problem(s); "
-                f"nothing published. First: {describe_reject(first_rejects[0])}"
-            )
-        con.execute(stage.copy_rejects(version / "rejects.csv"))
-        if kept == 0:
-            raise IngestError("no valid records in the raw files; nothing published")
-        duplicates = write.drop_later_duplicates(con, version)
-        _phase("writing Parquet (a file per venue)")
-        venue_counts = write.write_venue_files(con, version / "fees")
-        _phase("counting the rollups")
-        rollups.write_rollups(con, version, version_id=version_id, as_of=created.date())
-        _phase("writing the results index")
-        serving.write_index(con, version)
+        build = _Build(con, version, files, [v.code for v in venues], version_id, created)
+        rows_read, kept = _sort_rows(build, previous)
+        rejects = _account_rejects(build, rows_read, kept, strict)
+        duplicates, venue_counts = _write_records(build)
     finally:
         con.close()
     _write_registry(version / "exchanges.parquet", venues)
-    manifest = {
-        "version_id": version_id,
-        "created_at": created.isoformat(),
-        "as_of": created.date().isoformat(),
+    manifest = _manifest(build, rows_read, rejects, duplicates, venue_counts)
+    return _Built(manifest, rejects.first)
+
+
+def _manifest(
+    build: _Build, rows_read: int, rejects: _Rejects, duplicates: int, venues: dict[str, int]
+) -> dict[str, Any]:
+    """What the version holds and how it was made (`input_digest` is added by the caller)."""
+    return {
+        "version_id": build.version_id,
+        "created_at": build.created.isoformat(),
+        "as_of": build.created.date().isoformat(),
         "schema_version": SCHEMA_VERSION,
         "files": [
-            {"path": raw.shown, "sha256": raw.sha256, "rejected_rows": rejects.get(n, (0, 0))[1]}
-            for n, raw in enumerate(files)
+            {
+                "path": raw.shown,
+                "sha256": raw.sha256,
+                "rejected_rows": rejects.per_file.get(n, (0, 0))[1],
+            }
+            for n, raw in enumerate(build.files)
         ],
         "rows_read": rows_read,
-        "records": sum(venue_counts.values()),
-        "rejected_rows": rejected_rows,
-        "problems": problems,
+        "records": sum(venues.values()),
+        "rejected_rows": rejects.rows,
+        "problems": rejects.problems,
         "duplicates": duplicates,
-        "venues": venue_counts,
+        "venues": venues,
     }
-    return _Built(manifest, first_rejects)
+
+
+def _sort_rows(build: _Build, previous: Path | None) -> tuple[int, int]:
+    """Read every file, check every row, and sort the valid ones into the serving table;
+    returns the rows read and the rows kept."""
+    con = build.con
+    con.execute(stage.CREATE_TABLES)
+    write.load_previous(con, previous)
+    serving.attach(con, build.version)
+    _phase("reading, checking and sorting the rows")
+    raw_rows = _raw_rows(build.files, range(len(build.files)))
+    kept = write.sort_records(
+        con,
+        raw_rows,
+        venues=build.codes,
+        paths=[raw.shown for raw in build.files],
+        version_id=build.version_id,
+        ingested_at=build.created.isoformat(),
+    )
+    _record_files(con, build.files, raw_rows.records)
+    return sum(raw_rows.records.values()), kept
+
+
+def _account_rejects(build: _Build, rows_read: int, kept: int, strict: bool) -> _Rejects:
+    """List every problem of the rows not kept (reading only their files again), check that
+    they are all accounted for, and write `rejects.csv`; under `strict` any problem, and in any
+    case an input with no valid row, stops the build."""
+    con = build.con
+    if kept < rows_read:
+        _phase(f"listing the problems of {rows_read - kept:,} rejected rows")
+        rejected_files = write.files_with_rejects(con)
+        stage.list_problems(con, _raw_rows(build.files, rejected_files), build.codes)
+    per_file = {row[0]: (row[1], row[2]) for row in con.execute(stage.REJECT_COUNTS).fetchall()}
+    rejects = _Rejects(
+        per_file,
+        problems=sum(count for count, _ in per_file.values()),
+        rows=sum(rows for _, rows in per_file.values()),
+        first=_first_rejects(con),
+    )
+    if rejects.rows != rows_read - kept:
+        raise IngestError(
+            f"internal error: {rows_read - kept} rows were dropped but {rejects.rows} "
+            "have problems listed; nothing published"
+        )
+    if strict and rejects.problems:
+        raise RowsRejected(
+            f"--strict: {rejects.rows} row(s) rejected with {rejects.problems} problem(s); "
+            f"nothing published. First: {describe_reject(rejects.first[0])}"
+        )
+    con.execute(stage.copy_rejects(build.version / "rejects.csv"))
+    if kept == 0:
+        raise IngestError("no valid records in the raw files; nothing published")
+    return rejects
+
+
+def _write_records(build: _Build) -> tuple[int, dict[str, int]]:
+    """Collapse exact duplicates, then write the venue files, the rollups and the results
+    index; returns the duplicates dropped and the records per venue."""
+    duplicates = write.drop_later_duplicates(build.con, build.version)
+    _phase("writing Parquet (a file per venue)")
+    venue_counts = write.write_venue_files(build.con, build.version / "fees")
+    _phase("counting the rollups")
+    rollups.write_rollups(
+        build.con, build.version, version_id=build.version_id, as_of=build.created.date()
+    )
+    _phase("writing the results index")
+    serving.write_index(build.con, build.version)
+    return duplicates, venue_counts
 
 
 def _configure(con: duckdb.DuckDBPyConnection, work: Path, memory_limit: str) -> None:
