@@ -57,6 +57,21 @@ def echo_window(start: date | None, end: date | None) -> dict[str, str | None] |
     }
 
 
+# A whole number as the service reads one: ASCII digits only (no sign, space or separator), at
+# most nine of them, so every value fits and `int` is never handed a huge string.
+WHOLE = re.compile(r"[0-9]{1,9}")
+
+
+def whole_number(text: str, low: int, high: int | None = None) -> int | None:
+    """The number `text` writes, when it is a whole number from `low` to `high` (no upper bound
+    when `high` is None); None otherwise. Every whole number the service reads is read here:
+    query parameters of both families and the `FEES_*` settings."""
+    if not WHOLE.fullmatch(text):
+        return None
+    number = int(text)
+    return number if number >= low and (high is None or number <= high) else None
+
+
 class Query:
     """The exchange family's parameters: every problem is collected, then one 422 names all.
 
@@ -111,8 +126,8 @@ class Query:
         value = self._single(name)
         if value is None:
             return default
-        number = int(value) if re.fullmatch(r"[0-9]{1,9}", value) else None
-        if number is None or number < low or (high is not None and number > high):
+        number = whole_number(value, low, high)
+        if number is None:
             bounds = f"from {low} to {high}" if high is not None else f"of at least {low}"
             self.fail(name, f"must be a whole number {bounds}")
             return default

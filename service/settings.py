@@ -19,6 +19,7 @@ from urllib.parse import urlsplit
 from ingest.layout import DEFAULT_DATA_DIR
 from ingest.storage import InvalidSetting, endpoint_url, has_valid_port, is_s3, location, setting
 from service.accounts import Keystore
+from service.params import whole_number
 
 # A setting that cannot be used; the message says which, its value and what is allowed. The
 # data commands read theirs the same way, and raise the same error (`ingest.storage.setting`).
@@ -97,8 +98,8 @@ def integer(*, minimum: int, maximum: int | None = None) -> Callable[[str], int]
     allowed = f"from {minimum} to {maximum}" if maximum is not None else f">= {minimum}"
 
     def parse(text: str) -> int:
-        value = int(text) if re.fullmatch(r"[+-]?\d+", text) else None
-        if value is None or value < minimum or (maximum is not None and value > maximum):
+        value = whole_number(text, minimum, maximum)
+        if value is None:
             raise ValueError(f"must be an integer {allowed}")
         return value
 

@@ -143,10 +143,9 @@ def _whole(request: Request, name: str, *, default: int, low: int, high: int | N
     text = request.query_params.get(name)
     if text is None:
         return default
-    if text.isascii() and text.isdigit() and len(text) <= 9:
-        number = int(text)
-        if number >= low and (high is None or number <= high):
-            return number
+    number = params.whole_number(text, low, high)
+    if number is not None:
+        return number
     allowed = f"{low}-{high}" if high is not None else f">= {low}"
     raise BadRequest(
         "invalid parameter value", {"field": name, "provided": text, "allowed": allowed}
