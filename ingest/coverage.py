@@ -90,7 +90,7 @@ def render(con: duckdb.DuckDBPyConnection) -> str:
         "|---|---|---:|---:|",
         *(
             f"| {kind} | {basis} | {count:,} | {doubt:,} |"
-            for kind, basis, count, doubt in (con.execute(BY_PROVENANCE).fetchall())
+            for kind, basis, count, doubt in con.execute(BY_PROVENANCE).fetchall()
         ),
         "",
         "## By category",
@@ -112,9 +112,8 @@ def render(con: duckdb.DuckDBPyConnection) -> str:
         "| earliest | latest |",
         "|---|---|---:|---:|---:|---:|---:|---:|---|---|",
     ]
-    for venue, category, count, prim, prim_stated, dated_count, doubt, srcs, first, last, _ in rows[
-        :-1
-    ]:
+    for row in rows[:-1]:  # the last is the grand total, shown above
+        venue, category, count, prim, prim_stated, dated_count, doubt, srcs, first, last, _ = row
         label = f"**{venue}**" if category is None else venue
         lines.append(
             f"| {label} | {category or '**all**'} | {count:,} | {percent(prim, count)} "

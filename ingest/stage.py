@@ -194,7 +194,7 @@ def _date_is_bad(column: str) -> str:
     )
 
 
-SOURCED: Final = f"source_kind IN ({', '.join(repr(kind) for kind in SOURCED_KINDS)})"
+SOURCED: Final = f"source_kind IN ({', '.join(sql_string(kind) for kind in SOURCED_KINDS)})"
 
 # When an empty optional value breaks a rule, and why: a row names its source unless it is
 # illustrative (a row of an older layout has no kind, and always names one), and a sourced row

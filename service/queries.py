@@ -265,10 +265,9 @@ OFFSET $offset
 
 
 def page_of(
-    selection: Selection, projection: str, order: str, *, limit: int | None, offset: int
+    selection: Selection, projection: str, order: str, *, limit: int, offset: int
 ) -> tuple[str, dict[str, Any]]:
-    """A page of the selection (`limit` None: all of it) in an order the caller chose from an
-    allow-list."""
+    """A page of the selection in an order the caller chose from an allow-list."""
     where, parameters = selection.where()
     sql = PAGE.format(projection=projection, where=where, order=order)
     return sql, {**parameters, "limit": limit, "offset": offset}
@@ -279,13 +278,12 @@ def page_of_results(
     *,
     order_by: str = "effective_start",
     order_dir: str = "desc",
-    limit: int | None,
+    limit: int,
     offset: int,
     included: Included,
-    shape: str = "json",
 ) -> tuple[str, dict[str, Any]]:
     """Results in an allow-listed order, with `record_id` breaking ties so pages are stable."""
     direction = {"asc": "ASC", "desc": "DESC"}[order_dir]
     order = f"{ORDER_COLUMNS[order_by]} {direction} NULLS LAST, record_id ASC"
-    sql, parameters = page_of(selection, result_item(shape), order, limit=limit, offset=offset)
+    sql, parameters = page_of(selection, result_item("json"), order, limit=limit, offset=offset)
     return sql, {**parameters, **included.parameters()}

@@ -75,30 +75,26 @@ def reading_order(row: Row) -> tuple[str, ...]:
 def build(facts: list[Row], registry: dict[str, set[str]]) -> dict[str, list[Row]]:
     """The published rows per venue, in a stable reading order."""
     published = [fact for fact in facts if not fact["held_out"]]
-    unknown = sorted(
-        {f["venue"] for f in published if not f["venue"].startswith(MARKET_WIDE)} - set(registry)
-    )
+    market_wide = [fact for fact in published if fact["venue"].startswith(MARKET_WIDE)]
+    own = [fact for fact in published if not fact["venue"].startswith(MARKET_WIDE)]
+    unknown = sorted({fact["venue"] for fact in own} - set(registry))
     if unknown:
         raise ValueError(f"facts.csv names venues missing from the registry: {unknown}")
     groups: dict[str, list[Row]] = defaultdict(list)
     first: dict[tuple[str, str], str] = {}  # (venue, fee_type) -> first start of its own facts
-    for fact in published:
-        if not fact["venue"].startswith(MARKET_WIDE):
-            groups[fact["venue"]].append(raw_row(fact, fact["venue"]))
-            key = (fact["venue"], fact["fee_type"])
-            first[key] = min(first.get(key, fact["effective_start"]), fact["effective_start"])
-    for fact in published:
+    for fact in own:
+        groups[fact["venue"]].append(raw_row(fact, fact["venue"]))
+        key = (fact["venue"], fact["fee_type"])
+        first[key] = min(first.get(key, fact["effective_start"]), fact["effective_start"])
+    for fact in market_wide:
         asset_class = fact["venue"].removeprefix(MARKET_WIDE)
-        if fact["venue"].startswith(MARKET_WIDE):
-            if asset_class != fact["fee_type"]:
-                raise ValueError(
-                    f"{fact['fee_name']}: {fact['venue']} with a {fact['fee_type']} fee"
-                )
-            for venue in sorted(registry):
-                since = first.get((venue, asset_class)) if asset_class in registry[venue] else None
-                # ISO dates compare as text; an empty end is still in force.
-                if since is not None and (fact["effective_end"] or "9999") >= since:
-                    groups[venue].append(raw_row(fact, venue))
+        if asset_class != fact["fee_type"]:
+            raise ValueError(f"{fact['fee_name']}: {fact['venue']} with a {fact['fee_type']} fee")
+        for venue in sorted(registry):
+            since = first.get((venue, asset_class)) if asset_class in registry[venue] else None
+            # ISO dates compare as text; an empty end is still in force.
+            if since is not None and (fact["effective_end"] or "9999") >= since:
+                groups[venue].append(raw_row(fact, venue))
     for venue, rows in groups.items():
         if len({tuple(row.values()) for row in rows}) != len(rows):
             raise ValueError(f"{venue}: facts.csv holds the same line twice")
