@@ -1,7 +1,7 @@
-"""The application factory: the URL space, start-up and shut-down, and error rendering."""
+"""The application factory: the URL space, start-up and shut-down, Starlette's own errors in
+the family's envelope, and how uvicorn runs it all."""
 
 import copy
-import logging
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -12,30 +12,26 @@ import uvicorn
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
-from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from service import docs, exchanges, health, results, supplier_data, suppliers
-from service.access import EXCHANGE_KEY_ALIAS, EXCHANGE_KEY_HEADER
 from service.accounts import Keystore
-from service.cache import ResponseCache, cached
+from service.cache import ResponseCache
+from service.call import CALL
 from service.dataset import DatasetHolder, VersionWatcher
-from service.errors import ApiError, MethodNotAllowed, NotFound, render
+from service.errors import ApiError, MethodNotAllowed, NotFound
 from service.front import FrontDoor
-from service.metrics import RequestStats, RouteTemplates, ServiceCollector, metrics, registry_for
+from service.metrics import RequestStats, ServiceCollector, metrics, registry_for
 from service.protocol import BoundedHttpToolsProtocol
 from service.ratelimit import Limiter
 from service.settings import Settings
 from service.urls import OPENAPI_PATH, PREFIXES
 
-log = logging.getLogger(__name__)
-
 # The whole URL space, top to bottom. Each path answers under both version prefixes, with and
 # without a trailing slash (no redirects), to GET and HEAD.
-ENDPOINTS: list[tuple[str, Callable[[Request], Response]]] = [
+ENDPOINTS: list[tuple[str, Callable[[Request], Response | Awaitable[Response]]]] = [
     ("/suppliers/{supplier_name}/participants", suppliers.participants),
     ("/suppliers/{supplier_name}/fee-categories", suppliers.fee_categories),
     ("/suppliers/{supplier_name}/actions", suppliers.actions),
@@ -51,28 +47,11 @@ ENDPOINTS: list[tuple[str, Callable[[Request], Response]]] = [
     ("/fee-schedule-results/versions/{version_id}", results.results_by_version),
     ("/fee-schedule-results/{record_id}", results.result_by_id),
 ]
-# Answered on the event loop, without a worker thread: they read only what the version holds in
-# memory (rollups, venue summaries, coverage), never a file or a query.
-IN_MEMORY = frozenset(
-    {
-        suppliers.participants,
-        suppliers.fee_categories,
-        suppliers.actions,
-        suppliers.fee_types,
-        suppliers.date_ranges,
-        exchanges.list_exchanges,
-        exchanges.exchange_detail,
-        results.filters,
-    }
-)
 # The probes an orchestrator calls, at the root, without a key (`service.health`).
 PROBES: dict[str, Callable[[Request], Awaitable[Response]]] = {
     "/healthz": health.healthz,
     "/readyz": health.readyz,
 }
-# Served at the root without a key, outside the OpenAPI document: Prometheus's scrape (its own
-# text format) and the interactive reference (`service.docs`).
-UNDOCUMENTED = ("/metrics", "/docs")
 OPENAPI_FILE = Path(__file__).with_name("openapi.json")
 
 
@@ -87,10 +66,10 @@ def routes() -> list[BaseRoute]:
         [
             Route(
                 prefix + path + slash,
-                cached(endpoint, on_loop=endpoint in IN_MEMORY),
+                handler,
                 methods=["GET", "HEAD"],
             )
-            for path, endpoint in ENDPOINTS
+            for path, handler in ENDPOINTS
             for prefix in PREFIXES
             for slash in ("", "/")
         ]
@@ -100,6 +79,7 @@ def routes() -> list[BaseRoute]:
             for slash in ("", "/")
         ]
         + [Route(path, probe, methods=["GET", "HEAD"]) for path, probe in PROBES.items()]
+        # Outside the OpenAPI document: Prometheus's scrape (its own text format).
         + [Route("/metrics", metrics, methods=["GET", "HEAD"])]
         + docs.routes()  # the interactive reference at /docs, with its files
     )
@@ -137,7 +117,7 @@ def server_options(settings: Settings) -> dict[str, Any]:
     }
 
 
-def create_app(settings: Settings | None = None) -> Starlette:
+def create_app(settings: Settings | None = None) -> FrontDoor:
     settings = settings or Settings.from_environ()
     holder = DatasetHolder()
     watcher = VersionWatcher(holder, settings)
@@ -151,128 +131,49 @@ def create_app(settings: Settings | None = None) -> Starlette:
         watcher.stop()
         await limiter.close()
 
-    app = Service(
+    app = Starlette(
         routes=routes(),
         lifespan=lifespan,
         exception_handlers={
             ApiError: api_error,
             HTTPException: http_error,
+            Exception: internal_error,
         },
     )
     app.router.redirect_slashes = False
-    app.state.settings = settings
-    app.state.keystore = Keystore(settings.accounts_file)
-    app.state.holder = holder
-    app.state.watcher = watcher
-    app.state.cache = ResponseCache(settings.cache_mb * 2**20)
-    app.state.limiter = limiter
+    cache = ResponseCache(settings.cache_mb * 2**20)
     stats = RequestStats()
-    app.state.metrics = registry_for(ServiceCollector(stats, holder, app.state.cache, limiter))
-    app.add_middleware(ErrorBoundary)
-    app.front = with_cors(
-        FrontDoor(
-            app.inner,
-            cache=app.state.cache,
-            holder=holder,
-            keystore=app.state.keystore,
-            limiter=limiter,
-            stats=stats,
-            routes=RouteTemplates(
-                [path for path, _ in ENDPOINTS] + [OPENAPI_PATH], [*PROBES, *UNDOCUMENTED]
-            ),
-        ),
-        settings.cors_origins,
-    )
-    return app
-
-
-def with_cors(app: ASGIApp, origins: tuple[str, ...]) -> ASGIApp:
-    """`app` answering browsers of `origins` (off, and free, when there are none). Outside the
-    front door, so cached answers carry the CORS headers too and a preflight needs no key."""
-    if not origins:
-        return app
-    return CORSMiddleware(
+    app.state.settings, app.state.holder, app.state.watcher = settings, holder, watcher
+    app.state.cache, app.state.limiter = cache, limiter
+    app.state.metrics = registry_for(ServiceCollector(stats, holder, cache, limiter))
+    return FrontDoor(
         app,
-        allow_origins=list(origins),
-        allow_methods=["GET", "HEAD"],
-        allow_headers=[
-            "authorization",
-            EXCHANGE_KEY_HEADER,
-            EXCHANGE_KEY_ALIAS,
-            "if-none-match",
-            "x-request-id",
-        ],
-        expose_headers=[
-            "etag",
-            "retry-after",
-            "x-dataset-version",
-            "x-ratelimit-limit",
-            "x-ratelimit-remaining",
-            "x-ratelimit-reset",
-            "x-request-id",
-            "content-disposition",
-        ],
-        max_age=600,
+        cache=cache,
+        holder=holder,
+        keystore=Keystore(settings.accounts_file),
+        limiter=limiter,
+        stats=stats,
+        max_age=settings.max_age_seconds,
+        cors_origins=settings.cors_origins,
     )
-
-
-class Service(Starlette):
-    """The app: Starlette with `FrontDoor` outside even Starlette's own outermost layer, so a
-    cached answer passes through nothing else (that layer cost 0.6 us of a cached answer's 6 us
-    of Python). The front door's key check already turns any failure into "no account" (the
-    app behind answers it); everything it passes on meets Starlette's layers and
-    `ErrorBoundary` as before."""
-
-    front: ASGIApp
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        scope["app"] = self
-        await self.front(scope, receive, send)
-
-    async def inner(self, scope: Scope, receive: Receive, send: Send) -> None:
-        """What the front door passes requests on to: Starlette as it is."""
-        await super().__call__(scope, receive, send)
 
 
 async def api_error(request: Request, exc: Exception) -> Response:
+    """What a handler raised, in its family's envelope."""
     assert isinstance(exc, ApiError)
-    return render(request, exc)
+    return CALL.get().render(exc)
 
 
 async def http_error(request: Request, exc: Exception) -> Response:
     """Starlette's own 404 (no route) and 405 (wrong method), in the family's envelope."""
     assert isinstance(exc, HTTPException)
     if exc.status_code == 405:
-        return render(request, MethodNotAllowed((exc.headers or {}).get("Allow", "GET, HEAD")))
-    return render(request, NotFound("not found"))
+        allowed = (exc.headers or {}).get("Allow", "GET, HEAD")
+        return CALL.get().render(MethodNotAllowed(allowed))
+    return CALL.get().render(NotFound("not found"))
 
 
-class ErrorBoundary:
-    """Anything a handler did not expect becomes a logged 500 in the family's envelope.
-
-    Starlette's own last-resort handler re-raises after answering, which makes the server drop
-    the client's keep-alive connection; this answers and keeps the connection usable.
-    """
-
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        started = False
-
-        async def tracking_send(message: Message) -> None:
-            nonlocal started
-            started = started or message["type"] == "http.response.start"
-            await send(message)
-
-        try:
-            await self.app(scope, receive, tracking_send)
-        except Exception:
-            request = Request(scope)
-            log.exception("unhandled error on %s %s", request.method, request.url.path)
-            if started:
-                raise  # too late for a clean answer; let the server close the connection
-            await render(request, ApiError("internal error"))(scope, receive, send)
+async def internal_error(request: Request, exc: Exception) -> Response:
+    """What Starlette's last-resort layer sends for an exception no handler expected (the
+    front door logs it, and keeps the connection)."""
+    return CALL.get().render(ApiError("internal error"))

@@ -18,22 +18,16 @@ two equal answers.
 
 import hashlib
 import re
-import threading
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from operator import itemgetter
 from typing import Any
 
 from cachetools import LRUCache
-from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import Headers, QueryParams
-from starlette.requests import Request
-from starlette.responses import Response, StreamingResponse
 from starlette.types import Scope
 
-from service.access import EXCHANGE_KEY_ALIAS, EXCHANGE_KEY_HEADER, caller
+from service.access import EXCHANGE_KEY_ALIAS, EXCHANGE_KEY_HEADER
 from service.accounts import Account
-from service.errors import ApiError, render
 
 VERSION_HEADER = b"x-dataset-version"
 ETAG = b"etag"
@@ -47,7 +41,6 @@ NOT_MODIFIED_HEADERS = frozenset({VERSION_HEADER, ETAG, CACHE_CONTROL})
 KEYED_HEADERS = frozenset(
     {b"authorization", EXCHANGE_KEY_HEADER.encode(), EXCHANGE_KEY_ALIAS.encode(), b"accept"}
 )
-CACHE_KEY = "cache_key"  # the request's key, in its state, once `FrontDoor` has made it
 
 
 @dataclass(frozen=True)
@@ -55,16 +48,16 @@ class Stored:
     head: bytes  # the body up to the query time (all of it when there is none)
     tail: bytes | None  # the body after the query time; None when there is no query time
     headers: tuple[tuple[bytes, bytes], ...]
+    route: str  # the route template it answers, for metrics and the access line
 
     @classmethod
-    def of(cls, response: Response) -> "Stored":
-        body = bytes(response.body)
+    def of(cls, body: bytes, headers: list[tuple[bytes, bytes]], route: str) -> "Stored":
         # The envelope's `meta` comes last; a string value cannot match (its quotes are escaped).
         found = next(reversed(list(QUERY_TIME.finditer(body))), None)
-        headers = tuple((k, v) for k, v in response.raw_headers if k in KEPT_HEADERS)
+        kept = tuple((k, v) for k, v in headers if k in KEPT_HEADERS)
         if found is None:
-            return cls(body, None, headers)
-        return cls(body[: found.start(1)], body[found.end(1) :], headers)
+            return cls(body, None, kept, route)
+        return cls(body[: found.start(1)], body[found.end(1) :], kept, route)
 
     @property
     def etag(self) -> bytes:
@@ -119,82 +112,33 @@ def not_modified(if_none_match: str | bytes | None, etag: str | bytes) -> bool:
 
 
 class ResponseCache:
-    """Thread-safe: handlers run on the event loop and in the thread pool."""
+    """Used by the front door alone, on the event loop: no lock."""
 
     def __init__(self, max_bytes: int) -> None:
         self._max_bytes = max_bytes
         self._entries: LRUCache[CacheKey, Stored] = self._empty()
         self._version: str | None = None
-        self._lock = threading.Lock()
         self.hits = 0
         self.misses = 0
+
+    @property
+    def enabled(self) -> bool:
+        return self._max_bytes > 0
 
     def _empty(self) -> "LRUCache[CacheKey, Stored]":
         return LRUCache(maxsize=max(self._max_bytes, 1), getsizeof=lambda stored: stored.size)
 
     def get(self, version: str, key: CacheKey) -> Stored | None:
-        with self._lock:
-            if version != self._version:
-                self._entries, self._version = self._empty(), version
-            stored = self._entries.get(key)
-            if stored is None:
-                self.misses += 1
-            else:
-                self.hits += 1
-            return stored
+        if version != self._version:
+            self._entries, self._version = self._empty(), version
+        stored = self._entries.get(key)
+        if stored is None:
+            self.misses += 1
+        else:
+            self.hits += 1
+        return stored
 
-    def put(self, version: str, key: CacheKey, response: Response) -> None:
+    def put(self, version: str, key: CacheKey, stored: Stored) -> None:
         """Keep a successful answer of `version` (ignored once a newer version is seen)."""
-        if self._max_bytes <= 0:
-            return
-        stored = Stored.of(response)
-        if stored.size > self._max_bytes:
-            return
-        with self._lock:
-            if version == self._version:
-                self._entries[key] = stored
-
-
-def cached(
-    endpoint: Callable[[Request], Response], *, on_loop: bool = False
-) -> Callable[[Request], Awaitable[Response]]:
-    """`endpoint`, with its successful JSON answers kept for `FrontDoor` to give again and
-    tagged for HTTP caching (`entity_tag`, 304 to a matching `If-None-Match`). The key is
-    checked first; the request is pinned to the version it is answered from, which the answer
-    names in `X-Dataset-Version`. `on_loop`: the endpoint never blocks (it reads only memory),
-    so it is called on the event loop instead of in a worker thread."""
-
-    async def answer(request: Request) -> Response:
-        account = caller(request)
-        dataset = request.app.state.holder.current
-        if dataset is None:
-            return await run_in_threadpool(endpoint, request)
-        request.state.dataset = dataset  # the handler answers from the version the key names
-        key = request.scope.get("state", {}).get(CACHE_KEY)
-        if key is None:
-            key = cache_key(account, request.scope, request.headers)
-        etag = entity_tag(dataset.version_id, key)
-        max_age = request.app.state.settings.max_age_seconds
-        validators = {
-            ETAG.decode(): etag,
-            CACHE_CONTROL.decode(): f"private, max-age={max_age}",
-            VERSION_HEADER.decode(): dataset.version_id,
-        }
-        try:
-            response = endpoint(request) if on_loop else await run_in_threadpool(endpoint, request)
-        except ApiError as error:  # rendered here, so an error names its version too
-            response = render(request, error)
-        if response.status_code != 200:
-            response.headers[VERSION_HEADER.decode()] = dataset.version_id
-            return response
-        # Only an answer can be not modified (a request that is refused has no tag to match,
-        # not even `*`); a download's body is not made when it is not sent.
-        if not_modified(request.headers.get("if-none-match"), etag):
-            return Response(status_code=304, headers=validators)
-        response.headers.update(validators)
-        if not isinstance(response, StreamingResponse):
-            cache: ResponseCache = request.app.state.cache
-            cache.put(dataset.version_id, key, response)
-        return response
-
-    return answer
+        if version == self._version and stored.size <= self._max_bytes:
+            self._entries[key] = stored

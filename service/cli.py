@@ -23,15 +23,18 @@ import sys
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import uvicorn
-from starlette.applications import Starlette
 
 from ingest.cli import Parser, add_command, execute
 from ingest.errors import InvalidRegistry
 from ingest.registry import load_registry
 from service import accounts, memory
 from service.settings import VARIABLES, Settings
+
+if TYPE_CHECKING:
+    from service.front import FrontDoor
 
 # A new version opens in a background thread while the event loop answers. Each time that
 # thread comes back from C code (DuckDB, Arrow, numpy) it waits for the loop to let go of the
@@ -109,7 +112,7 @@ def serve(args: argparse.Namespace) -> int:
     return 0
 
 
-def worker_app(settings: Settings | None = None) -> Starlette:
+def worker_app(settings: Settings | None = None) -> "FrontDoor":
     """The app in a serving process (the factory uvicorn calls in each of `--workers`)."""
     from service.app import create_app
 

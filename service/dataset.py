@@ -222,12 +222,12 @@ class Dataset:
         # since the venue condition keeps every record of it out.
         return replace(selection, files=files or self._every[:1])
 
-    def rows_at(self, positions: list[int], included: queries.Included) -> list[dict[str, Any]]:
-        """The JSON items of the serving copy's records at `positions`, in that order."""
+    def rows_at(self, sql: str, parameters: dict[str, Any]) -> list[dict[str, Any]]:
+        """The rows of a query of `queries.ROWS_AT`, in the order of its `positions`."""
+        positions: list[int] = parameters["positions"]
         if not positions:
             return []
-        found = self.rows(*queries.rows_at(positions, included))
-        by_position = {row.pop("position"): row for row in found}
+        by_position = {row.pop("position"): row for row in self.rows(sql, parameters)}
         return [by_position[position] for position in positions]
 
     def batches_at(

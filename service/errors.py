@@ -20,11 +20,7 @@ import time
 from enum import Enum
 from typing import Any
 
-from starlette.requests import Request
-
 from service.responses import JSON
-
-STARTED = "started"  # where a request's state holds its arrival (`time.perf_counter()`)
 
 
 class Family(Enum):
@@ -111,14 +107,9 @@ def server_timing(started: float) -> tuple[bytes, bytes]:
     return b"server-timing", b"app;dur=%.3f" % ((time.perf_counter() - started) * 1000)
 
 
-def elapsed_ms(request: Request) -> int:
-    """Milliseconds since the request arrived (stamped by `service.front.FrontDoor`)."""
-    started: float = request.scope.get("state", {}).get(STARTED, time.perf_counter())
-    return round((time.perf_counter() - started) * 1000)
-
-
-def render(request: Request, error: ApiError) -> JSON:
-    if family_of(request.scope["path"]) is Family.SUPPLIER:
+def render(error: ApiError, family: Family, elapsed_ms: int = 0) -> JSON:
+    """`error` in `family`'s envelope; `elapsed_ms` is the exchange family's query time."""
+    if family is Family.SUPPLIER:
         body: dict[str, Any] = {"error": error.label, "message": error.message}
         if error.details is not None:
             body["details"] = error.details
@@ -128,5 +119,5 @@ def render(request: Request, error: ApiError) -> JSON:
             # Always a list in this family, as the compatible service (and its SDK) reads it.
             details = error.details
             inner["details"] = details if isinstance(details, list) else [details]
-        body = {"error": inner, "meta": {"query_time_ms": elapsed_ms(request)}}
+        body = {"error": inner, "meta": {"query_time_ms": elapsed_ms}}
     return JSON(body, status_code=error.status, headers=error.headers)

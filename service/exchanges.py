@@ -4,18 +4,19 @@ from typing import Any
 
 from starlette.requests import Request
 
-from service.access import current_dataset, key_header_account
+from service.call import CALL
 from service.dataset import DETAIL_DIMENSIONS
-from service.errors import Forbidden, NotFound, elapsed_ms
+from service.errors import Forbidden, NotFound
 from service.params import Query
 from service.responses import JSON
 
 
-def list_exchanges(request: Request) -> JSON:
+async def list_exchanges(request: Request) -> JSON:
     """Every venue the key may see that has records, sorted by code."""
-    account = key_header_account(request)
+    call = CALL.get()
+    account = call.account
     Query(request, ()).check()
-    dataset = current_dataset(request)
+    dataset = call.dataset
     data = [
         {
             "name": venue.code,
@@ -27,17 +28,18 @@ def list_exchanges(request: Request) -> JSON:
         if venue.records and account.may_see(venue.code)
     ]
     return JSON(
-        {"data": data, "meta": {"record_count": len(data), "query_time_ms": elapsed_ms(request)}}
+        {"data": data, "meta": {"record_count": len(data), "query_time_ms": call.elapsed_ms()}}
     )
 
 
-def exchange_detail(request: Request) -> JSON:
+async def exchange_detail(request: Request) -> JSON:
     """One venue: its span and the values of every filter dimension in its records. A venue of
     the registry with no records is not found, as it is absent from the list: the compatible
     service's record has no way to say "no span" (its SDK requires both dates)."""
-    account = key_header_account(request)
+    call = CALL.get()
+    account = call.account
     Query(request, ()).check()
-    dataset = current_dataset(request)
+    dataset = call.dataset
     code = dataset.resolve(request.path_params["exchange_name"])
     if code is None:
         raise NotFound("Exchange not found.")
@@ -52,5 +54,5 @@ def exchange_detail(request: Request) -> JSON:
         "date_range": {"earliest": venue.earliest.isoformat(), "latest": venue.latest.isoformat()},
     }
     data |= {dimension: list(venue.values.get(dimension, ())) for dimension in DETAIL_DIMENSIONS}
-    meta = {"record_count": venue.records, "query_time_ms": elapsed_ms(request)}
+    meta = {"record_count": venue.records, "query_time_ms": call.elapsed_ms()}
     return JSON({"data": data, "meta": meta})

@@ -95,6 +95,10 @@ class ResultsIndex:
             for lo, hi in itertools.pairwise(bounds)
         ]
 
+    def count(self, selection: Selection) -> int:
+        """The number of matching records."""
+        return sum(match.count for match in self._matches(selection))
+
     def page(
         self, selection: Selection, order_by: str, order_dir: str, offset: int, size: int
     ) -> tuple[int, list[int]]:

@@ -8,7 +8,7 @@ the dataset version, the response cache and the rate limiter into metric familie
 """
 
 import bisect
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from typing import Final
 
 from prometheus_client import CollectorRegistry, generate_latest
@@ -21,51 +21,10 @@ from starlette.responses import Response
 from service.cache import ResponseCache
 from service.dataset import DatasetHolder
 from service.ratelimit import Limiter
-from service.urls import PREFIXES
 
 # Seconds: a cached answer takes well under a millisecond, an export can take many seconds.
 BUCKETS: Final = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
 OTHER: Final = "other"  # the route label of a path no route answers
-KNOWN_PATHS: Final = 4096  # paths whose template is remembered
-
-
-class RouteTemplates:
-    """The route template a path answers to (`/suppliers/{supplier_name}/actions`), so metrics
-    and logs group requests by route, not by supplier name or record id. A literal segment wins
-    over a parameter, as in the router (`/fee-schedule-results/filters`)."""
-
-    def __init__(self, api_templates: Iterable[str], root_paths: Iterable[str]) -> None:
-        self._templates = sorted(
-            (tuple(template.strip("/").split("/")) for template in api_templates),
-            key=lambda parts: sum(part.startswith("{") for part in parts),
-        )
-        self._root = {path.rstrip("/") for path in root_paths}
-        self._known: dict[str, str] = {}
-
-    def of(self, path: str) -> str:
-        known = self._known.get(path)
-        if known is None:
-            known = self._match(path)
-            if len(self._known) >= KNOWN_PATHS:
-                self._known.clear()
-            self._known[path] = known
-        return known
-
-    def _match(self, path: str) -> str:
-        bare = path.rstrip("/")
-        if bare in self._root:
-            return bare
-        prefix = next((p for p in PREFIXES if bare.startswith(p + "/")), None)
-        if prefix is None:
-            return OTHER
-        parts = bare[len(prefix) + 1 :].split("/")
-        for template in self._templates:
-            if len(template) == len(parts) and all(
-                want == got or want.startswith("{")
-                for want, got in zip(template, parts, strict=True)
-            ):
-                return "/" + "/".join(template)
-        return OTHER
 
 
 class RequestStats:

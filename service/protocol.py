@@ -11,11 +11,11 @@ answer does (`X-Request-ID`, `nosniff`).
 
 from typing import Final
 
-from starlette.requests import Request
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 
-from service.errors import ApiError, BadRequest, HeadersTooLarge, UriTooLong, render
-from service.front import NOSNIFF, REQUEST_ID, new_request_id
+from service.call import REQUEST_ID, new_request_id
+from service.errors import ApiError, BadRequest, HeadersTooLarge, UriTooLong, family_of, render
+from service.reply import NOSNIFF
 
 MAX_TARGET_BYTES: Final = 8192  # path and query, as most servers and proxies bound them
 MAX_HEAD_BYTES: Final = 16384  # every header name and value together
@@ -57,7 +57,7 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
         and close the connection."""
         error = getattr(self, "_refusal", None) or BadRequest("malformed HTTP request")
         path = self.url.partition(b"?")[0].decode("latin-1")
-        response = render(Request({"type": "http", "path": path, "headers": []}), error)
+        response = render(error, family_of(path))
         head = [
             *self.server_state.default_headers,  # the date, as on every answer
             *response.raw_headers,

@@ -236,9 +236,35 @@ WHERE rowid = ANY($positions)
 """
 
 
-def rows_at(positions: list[int], included: Included) -> tuple[str, dict[str, Any]]:
+def results_at(positions: list[int], included: Included) -> tuple[str, dict[str, Any]]:
     sql = ROWS_AT.format(projection=result_item("json"))
     return sql, {"positions": positions, **included.parameters()}
+
+
+# The supplier family's record (`/suppliers/{name}/data`): its own names, in its own order.
+SUPPLIER_RECORD: Final = f"""
+    {TEXT_ID} AS record_id,
+    strftime(effective_start, '%Y-%m-%d') AS effective_start,
+    strftime(effective_end, '%Y-%m-%d') AS effective_end,
+    fee_type,
+    fee_category,
+    action,
+    participant,
+    fee_name AS description,
+    fee_amount,
+    CAST(amount AS DOUBLE) AS amount,
+    currency,
+    unit,
+    fee_basis,
+    source_kind,
+    date_basis,
+    uncertain,
+    source_document,
+    source_url AS source_link"""
+
+
+def supplier_records_at(positions: list[int]) -> tuple[str, dict[str, Any]]:
+    return ROWS_AT.format(projection=SUPPLIER_RECORD), {"positions": positions}
 
 
 # Records at a chunk of positions (the registered table `wanted`), in the chunk's order: an

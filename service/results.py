@@ -15,10 +15,10 @@ from starlette.responses import Response
 
 from ingest.schema import CLOSED_VALUES
 from service import export, queries
-from service.access import current_dataset, key_header_account
 from service.accounts import Account
+from service.call import CALL, Call
 from service.dataset import DETAIL_DIMENSIONS, Dataset
-from service.errors import Forbidden, NotFound, elapsed_ms
+from service.errors import Forbidden, NotFound
 from service.params import Query
 from service.responses import JSON
 
@@ -37,9 +37,10 @@ HIDDEN_DATA = "You do not have access to this exchange's data."
 
 def list_results(request: Request) -> Response:
     """Every matching record, a page at a time (or all of them, as a download)."""
-    account = key_header_account(request)
+    call = CALL.get()
+    account = call.account
     query = Query(request, LIST_PARAMS)
-    dataset = current_dataset(request)
+    dataset = call.dataset
     filters = _filters(query)
     named = _venue_codes(query, dataset, account)
     start, end = query.window()
@@ -48,28 +49,27 @@ def list_results(request: Request) -> Response:
     page = _Page(query)
     query.check()
     _refuse_hidden(named, account)
-    selection = dataset.scoped(
-        queries.Selection(
-            venues=named if named is not None else _scope(dataset, account),
-            values=filters,
-            start_date=start,
-            end_date=end,
-            in_force_on=(end or datetime.now(UTC).date()) if latest else None,
-        )
+    selection = queries.Selection(
+        venues=named if named is not None else _scope(dataset, account),
+        values=filters,
+        start_date=start,
+        end_date=end,
+        in_force_on=(end or datetime.now(UTC).date()) if latest else None,
     )
     kind = export.wanted_format(kind or None, request.headers.get("accept", ""))
     if kind == "json":
-        return _page_response(request, dataset, selection, page)
+        return _page_response(call, dataset, selection, page)
     name = f"fee-schedule-results-{dataset.version_id}"
     return export.download(_every_match(dataset, selection, page, kind), kind, name)
 
 
 def result_by_id(request: Request) -> JSON:
-    account = key_header_account(request)
+    call = CALL.get()
+    account = call.account
     query = Query(request, INCLUDE_PARAMS)
     included = _included(query)
     query.check()
-    dataset = current_dataset(request)
+    dataset = call.dataset
     selection = dataset.scoped(queries.Selection(record_id=request.path_params["record_id"]))
     sql, parameters = queries.page_of_results(selection, limit=1, offset=0, included=included)
     found = dataset.rows(sql, parameters)
@@ -77,35 +77,33 @@ def result_by_id(request: Request) -> JSON:
         raise NotFound("Fee schedule result not found.")
     if not account.may_see(found[0]["exchange_name"]):
         raise Forbidden(HIDDEN_DATA)
-    return JSON(
-        {"data": found[0], "meta": {"record_count": 1, "query_time_ms": elapsed_ms(request)}}
-    )
+    return JSON({"data": found[0], "meta": {"record_count": 1, "query_time_ms": call.elapsed_ms()}})
 
 
 def results_by_version(request: Request) -> JSON:
     """The records a version first published (those still present in the current data)."""
-    account = key_header_account(request)
+    call = CALL.get()
+    account = call.account
     query = Query(request, PAGE_PARAMS)
     page = _Page(query)
     query.check()
-    dataset = current_dataset(request)
+    dataset = call.dataset
     version_id = request.path_params["version_id"]
     venues = dataset.versions.get(version_id)
     if venues is None:
         raise NotFound("Version not found.")
     if not any(account.may_see(code) for code in venues):
         raise Forbidden(HIDDEN_DATA)
-    selection = dataset.scoped(
-        queries.Selection(venues=_scope(dataset, account), version_id=version_id)
-    )
-    return _page_response(request, dataset, selection, page)
+    selection = queries.Selection(venues=_scope(dataset, account), version_id=version_id)
+    return _page_response(call, dataset, selection, page)
 
 
-def filters(request: Request) -> JSON:
+async def filters(request: Request) -> JSON:
     """The values of every filter dimension across the key's venues (or the named ones)."""
-    account = key_header_account(request)
+    call = CALL.get()
+    account = call.account
     query = Query(request, ("exchange_name",))
-    dataset = current_dataset(request)
+    dataset = call.dataset
     named = _venue_codes(query, dataset, account)
     query.check()
     _refuse_hidden(named, account)
@@ -120,7 +118,7 @@ def filters(request: Request) -> JSON:
         data[key] = sorted({value for venue in venues for value in venue.values[dimension]})
     records = sum(venue.records for venue in venues)
     return JSON(
-        {"data": data, "meta": {"record_count": records, "query_time_ms": elapsed_ms(request)}}
+        {"data": data, "meta": {"record_count": records, "query_time_ms": call.elapsed_ms()}}
     )
 
 
@@ -133,22 +131,20 @@ class _Page:
         self.included = _included(query)
 
 
-def _page_response(
-    request: Request, dataset: Dataset, selection: queries.Selection, page: _Page
-) -> JSON:
+def _page_response(call: Call, dataset: Dataset, selection: queries.Selection, page: _Page) -> JSON:
     """One page, found by the index from the counts per sort value rather than by ordering
     every match, so a deep page costs about what the first one does."""
     offset = page.size * page.number
     total, positions = dataset.index.page(
         selection, page.order_by, page.order_dir, offset, page.size
     )
-    items = dataset.rows_at(positions, page.included)
+    items = dataset.rows_at(*queries.results_at(positions, page.included))
     meta = {
         "record_count": total,
         "total_pages": math.ceil(total / page.size),
         "current_page": page.number,
         "page_size": page.size,
-        "query_time_ms": elapsed_ms(request),
+        "query_time_ms": call.elapsed_ms(),
     }
     return JSON({"data": items, "meta": meta})
 

@@ -2,16 +2,17 @@
 
 Filters speak the spec's display vocabulary (`Fee And Rebates`, `Routed & Other`, ...); each
 maps to the stored values it covers. Records come in effective-start order, then by id, so
-offset paging is stable.
+offset paging is stable; pages and counts come from the results index, as the results list's.
 """
 
 import math
-from typing import Any, Final
+from typing import Any
 
 from starlette.requests import Request
 
 from service import params, queries
-from service.access import bearer_account, current_dataset, visible_venue
+from service.access import visible_venue
+from service.call import CALL
 from service.errors import BadRequest, NotFound
 from service.responses import JSON
 from service.vocabulary import DIMENSIONS, IDENTIFIER_OF
@@ -28,41 +29,23 @@ TERM_PARAMS = {
 COUNT_PARAMS = (*TERM_PARAMS, "start_date", "end_date")
 DATA_PARAMS = (*COUNT_PARAMS, "offset", "limit")
 
-RECORD: Final = """
-    record_id,
-    strftime(effective_start, '%Y-%m-%d') AS effective_start,
-    strftime(effective_end, '%Y-%m-%d') AS effective_end,
-    fee_type,
-    fee_category,
-    action,
-    participant,
-    fee_name AS description,
-    fee_amount,
-    CAST(amount AS DOUBLE) AS amount,
-    currency,
-    unit,
-    fee_basis,
-    source_kind,
-    date_basis,
-    uncertain,
-    source_document,
-    source_url AS source_link"""
-
 
 def supplier_data(request: Request) -> JSON:
-    account = bearer_account(request)
+    call = CALL.get()
+    account = call.account
     params.only(request, DATA_PARAMS)
     offset = _whole(request, "offset", default=0, low=0, high=None)
     limit = _whole(request, "limit", default=MAX_LIMIT, low=1, high=MAX_LIMIT)
     selection = _Selection(request)
-    dataset = current_dataset(request)
+    dataset = call.dataset
     code = visible_venue(
         dataset, account, request.path_params["supplier_name"], NotFound("supplier not found")
     )
-    chosen = dataset.scoped(selection.of(code))
-    [(total,)] = dataset.query(*queries.count_matching(chosen))
-    order = "effective_start ASC, record_id ASC"
-    records = dataset.rows(*queries.page_of(chosen, RECORD, order, limit=limit, offset=offset))
+    # The results list's index and order (effective start, then id), a page at a time.
+    total, positions = dataset.index.page(
+        selection.of(code), "effective_start", "asc", offset, limit
+    )
+    records = dataset.rows_at(*queries.supplier_records_at(positions))
     for record in records:
         for column in ("fee_type", "fee_category", "action", "participant"):
             record[column] = IDENTIFIER_OF[column][record[column]]
@@ -82,14 +65,15 @@ def supplier_data(request: Request) -> JSON:
 
 
 def supplier_data_count(request: Request) -> JSON:
-    account = bearer_account(request)
+    call = CALL.get()
+    account = call.account
     params.only(request, COUNT_PARAMS)
     selection = _Selection(request)
-    dataset = current_dataset(request)
+    dataset = call.dataset
     code = visible_venue(
         dataset, account, request.path_params["supplier_name"], NotFound("supplier not found")
     )
-    [(total,)] = dataset.query(*queries.count_matching(dataset.scoped(selection.of(code))))
+    total = dataset.index.count(selection.of(code))
     data = selection.echo(code) | {
         "total_count": int(total),
         "pagination_info": {

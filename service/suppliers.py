@@ -5,7 +5,8 @@ from typing import Any
 from starlette.requests import Request
 
 from service import params
-from service.access import bearer_account, current_dataset, visible_venue
+from service.access import visible_venue
+from service.call import CALL
 from service.dataset import Venue
 from service.errors import BadRequest, NotFound
 from service.responses import JSON
@@ -20,28 +21,29 @@ SHAPES = {
 }
 
 
-def participants(request: Request) -> JSON:
+async def participants(request: Request) -> JSON:
     return discovery(request, "participants")
 
 
-def fee_categories(request: Request) -> JSON:
+async def fee_categories(request: Request) -> JSON:
     return discovery(request, "fee_categories")
 
 
-def actions(request: Request) -> JSON:
+async def actions(request: Request) -> JSON:
     return discovery(request, "actions")
 
 
-def fee_types(request: Request) -> JSON:
+async def fee_types(request: Request) -> JSON:
     return discovery(request, "fee_types")
 
 
 def discovery(request: Request, endpoint: str) -> JSON:
     """Every value the supplier has any record for, with its records in the date window."""
-    account = bearer_account(request)
+    call = CALL.get()
+    account = call.account
     params.only(request, ("start_date", "end_date"))
     start, end = params.date_window(request)
-    dataset = current_dataset(request)
+    dataset = call.dataset
     code = visible_venue(
         dataset, account, request.path_params["supplier_name"], NotFound("supplier not found")
     )
@@ -76,11 +78,12 @@ def _item(endpoint: str, term: Term, counts: dict[str, int], venue: Venue) -> di
     return item
 
 
-def date_ranges(request: Request) -> JSON:
+async def date_ranges(request: Request) -> JSON:
     """The supplier's coverage as maximal contiguous periods, with the data types in each."""
-    account = bearer_account(request)
+    call = CALL.get()
+    account = call.account
     params.only(request, ())
-    dataset = current_dataset(request)
+    dataset = call.dataset
     code = visible_venue(
         dataset,
         account,

@@ -26,8 +26,8 @@ from tests.conftest import (
 )
 
 
-def headers_for(path: str) -> dict[str, str]:
-    return supplier_headers() if "/suppliers/" in path else exchange_headers()
+def headers_for(path: str, key: str = KEYS["full"]) -> dict[str, str]:
+    return supplier_headers(key) if "/suppliers/" in path else exchange_headers(key)
 
 
 ALL_PATHS = [
@@ -55,6 +55,25 @@ def test_every_endpoint_answers_under_both_path_forms_without_redirect(
     response = client.get(path, headers=headers_for(path))
     assert response.status_code == 200
     assert response.headers["content-type"] == "application/json"
+
+
+@pytest.mark.parametrize("template", ALL_PATHS[::2])
+def test_every_endpoint_refuses_a_request_without_a_valid_key_before_its_parameters(
+    client: httpx.Client, path_values: dict[str, str], template: str
+) -> None:
+    """Each handler reads the call's account first: a guard for the next endpoint too."""
+    path = template.format(**path_values) + "?no_such_parameter=1"
+    for headers in ({}, headers_for(path, "not-a-key")):
+        response = client.get(path, headers=headers)
+        assert response.status_code == 401
+        if "/suppliers/" in path:
+            assert response.json() == {
+                "error": "Unauthorized",
+                "message": "invalid or missing API key",
+            }
+        else:
+            error = {"code": "UNAUTHORIZED", "message": "missing or invalid API key"}
+            assert response.json()["error"] == error
 
 
 @pytest.mark.parametrize("template", ALL_PATHS[::2])

@@ -12,7 +12,7 @@ from starlette.responses import JSONResponse
 
 from ingest.pipeline import IngestResult
 from service.accounts import Account
-from service.cache import ResponseCache, cache_key
+from service.cache import ResponseCache, Stored, cache_key
 from service.settings import Settings
 from tests.conftest import KEYS, LiveServer, exchange_headers, supplier_headers
 
@@ -136,8 +136,8 @@ def test_errors_are_answered_afresh(live: LiveServer) -> None:
     assert cache_of(live).hits == 0
 
 
-def answer(body: dict[str, object]) -> JSONResponse:
-    return JSONResponse(body)
+def answer(body: dict[str, object]) -> Stored:
+    return Stored.of(JSONResponse(body).body, [], "/route")
 
 
 def test_the_query_time_is_filled_in_on_every_hit() -> None:

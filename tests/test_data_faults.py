@@ -67,20 +67,27 @@ def test_a_damaged_venue_file_fails_its_requests_with_503_and_the_rest_keeps_wor
     version: IngestResult, live: httpx.Client, damage: Callable[[Path], None]
 ) -> None:
     assert live.get("/readyz").json()["status"] == "ready"
+    page = "/api/v1/fee-schedule-results/?exchange_name=nasdaq&page_size=1"
+    [record] = live.get(page, headers=exchange_headers()).json()["data"]
     damage(venue_file(version, "nasdaq"))
-    damaged = live.get(NASDAQ_DATA, headers=supplier_headers())
-    count = live.get(NASDAQ_DATA + "/count", headers=supplier_headers())
-    assert (damaged.status_code, damaged.json()) == (
-        503,
-        {"error": "Service Unavailable", "message": UNREADABLE},
+    # A record by id is looked up in the Parquet files.
+    by_id = live.get(
+        f"/api/v1/fee-schedule-results/{record['record_id']}", headers=exchange_headers()
     )
-    assert count.status_code == 503
-    # Another venue's records, the discovery counts (held in memory) and the results pages
-    # (read from the serving copy) are untouched.
-    assert live.get(MEMX_DATA, headers=supplier_headers()).status_code == 200
-    assert live.get("/api/v1/suppliers/nasdaq/actions", headers=supplier_headers()).is_success
-    page = live.get("/api/v1/fee-schedule-results/?page_size=5", headers=exchange_headers())
-    assert page.status_code == 200
+    assert (by_id.status_code, by_id.json()["error"]) == (
+        503,
+        {"code": "UNAVAILABLE", "message": UNREADABLE},
+    )
+    # Pages and counts (the serving copy and its index) and discovery (the rollups held in
+    # memory) read no venue file: they are untouched.
+    for path in (
+        NASDAQ_DATA,
+        NASDAQ_DATA + "/count",
+        MEMX_DATA,
+        "/api/v1/suppliers/nasdaq/actions",
+    ):
+        assert live.get(path, headers=supplier_headers()).status_code == 200
+    assert live.get(page, headers=exchange_headers()).status_code == 200
     ready = live.get("/readyz")
     assert ready.status_code == 503
     assert ready.json()["status"] == "degraded"

@@ -13,7 +13,6 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from ingest.pipeline import IngestResult
 from service.app import server_options
-from service.metrics import RouteTemplates
 from service.settings import Settings
 from tests.conftest import KEYS, LiveServer, account_key, exchange_headers, supplier_headers
 
@@ -80,27 +79,38 @@ def test_metrics_need_no_key_and_hold_no_key(client: httpx.Client) -> None:
     assert KEYS["full"] not in text and "fees_requests_total" in text
 
 
-@pytest.mark.parametrize(
-    ("path", "route"),
-    [
-        ("/api/v1/suppliers/Nasdaq%20Stock%20Market/data/count",
-         "/suppliers/{supplier_name}/data/count"),
-        ("/v1/fee-schedule-results/filters/", "/fee-schedule-results/filters"),
-        ("/api/v1/fee-schedule-results/versions/abc",
-         "/fee-schedule-results/versions/{version_id}"),
-        ("/api/v1/fee-schedule-results/abc", "/fee-schedule-results/{record_id}"),
-        ("/api/v1/no/such/path", "other"),
-        ("/readyz", "/readyz"),
-        ("/etc/passwd", "other"),
-    ],
-)  # fmt: skip
-def test_paths_are_grouped_by_route_template(path: str, route: str) -> None:
-    templates = RouteTemplates(
-        ["/suppliers/{supplier_name}/data/count", "/fee-schedule-results/filters",
-         "/fee-schedule-results/versions/{version_id}", "/fee-schedule-results/{record_id}"],
-        ["/readyz"],
-    )  # fmt: skip
-    assert templates.of(path) == route
+PATHS_AND_ROUTES = [
+    ("/api/v1/suppliers/Nasdaq%20Stock%20Market/data/count",
+     "/suppliers/{supplier_name}/data/count"),
+    ("/v1/fee-schedule-results/filters/", "/fee-schedule-results/filters"),
+    ("/api/v1/fee-schedule-results/versions/abc", "/fee-schedule-results/versions/{version_id}"),
+    ("/api/v1/fee-schedule-results/abc", "/fee-schedule-results/{record_id}"),
+    ("/v1/openapi.json/", "/openapi.json"),
+    ("/api/v1/no/such/path", "other"),
+    ("/readyz", "/readyz"),
+    ("/docs/docs.js", "/docs/docs.js"),
+    ("/etc/passwd", "other"),
+]  # fmt: skip
+
+
+def test_paths_are_counted_by_the_route_template_the_router_matched(client: httpx.Client) -> None:
+    """The router's own match names the route (a literal segment wins over a parameter, as
+    `filters` over `{record_id}`), whether the answer is a 200, a 404 or a 405."""
+    before = scrape(client)
+    for path, _ in PATHS_AND_ROUTES:
+        client.get(path, headers={**supplier_headers(), **exchange_headers()})
+    client.post("/api/v1/fee-schedule-results/filters", headers=exchange_headers())
+    time.sleep(0.1)
+    after = scrape(client)
+    counted: dict[str, float] = {}
+    for (name, labels), value in after.items():
+        if name == "fees_requests_total":
+            route = dict(labels)["route"]
+            counted[route] = counted.get(route, 0) + value - before.get((name, labels), 0)
+    for path, route in PATHS_AND_ROUTES:
+        assert counted.get(route, 0) >= 1, (path, route)
+    assert counted["other"] == 2
+    assert counted["/fee-schedule-results/filters"] == 2  # the GET and the 405
 
 
 def test_the_access_line_is_one_json_object_with_its_fields(

@@ -78,7 +78,10 @@ def index_page(
     order_dir: str, offset: int, size: int,
 ) -> tuple[int, list[str]]:  # fmt: skip
     count, positions = index.page(selection, order_by, order_dir, offset, size)
-    return count, [str(row["record_id"]) for row in dataset.rows_at(positions, queries.Included())]
+    return count, [
+        str(row["record_id"])
+        for row in dataset.rows_at(*queries.results_at(positions, queries.Included()))
+    ]
 
 
 def test_the_index_pages_exactly_as_sql_orders_them(indexed: Indexed) -> None:
@@ -136,7 +139,7 @@ def test_ordered_chunks_give_every_match_in_the_order_sql_gives(
         assert all(0 < len(positions) <= chunk for positions in chunks)
         found = [int(position) for positions in chunks for position in positions]
         assert len(found) == total
-        ids = indexed.dataset.rows_at(found, queries.Included())
+        ids = indexed.dataset.rows_at(*queries.results_at(found, queries.Included()))
         assert [str(row["record_id"]) for row in ids] == expected, (selection, order_by)
         nonempty += bool(found)
     assert nonempty > 10
