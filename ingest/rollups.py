@@ -10,7 +10,7 @@
 Each file carries the version id in its Parquet key-value metadata (`fees:version_id`); the
 service refuses to open a version whose rollups name another. They are small (thousands of
 rows at 10M records), so opening a version reads them whole instead of grouping millions of
-records, and a discovery call sums a few hundred rows in memory (`service.rollups`).
+records, and a discovery call sums a few hundred rows in memory (`service.dataset.rollups`).
 """
 
 from datetime import date

@@ -11,7 +11,7 @@ ingest writes beside them, because finding 20 rows in Parquet means decoding who
                      amount); `codes.json` names what each code stands for
 
 The service memory-maps the arrays, so opening a version costs nothing and a page touches only
-the parts of the arrays it reads (`service.index`).
+the parts of the arrays it reads (`service.dataset.index`).
 """
 
 import json

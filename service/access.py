@@ -3,7 +3,7 @@
 from starlette.datastructures import Headers
 
 from service.accounts import Account
-from service.dataset import Dataset
+from service.dataset.version import Dataset
 from service.errors import ApiError, Family, family_of
 
 EXCHANGE_KEY_HEADER = "x-service-api-access-key"

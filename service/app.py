@@ -20,7 +20,7 @@ from service import docs, exchanges, health, results, supplier_data, suppliers
 from service.accounts import Keystore
 from service.cache import ResponseCache
 from service.call import CALL
-from service.dataset import DatasetHolder, VersionWatcher
+from service.dataset.watcher import DatasetHolder, VersionWatcher
 from service.errors import ApiError, MethodNotAllowed, NotFound
 from service.front import FrontDoor
 from service.metrics import RequestStats, ServiceCollector, metrics, registry_for

@@ -19,7 +19,7 @@ from starlette.types import Scope
 
 from service.accounts import Account
 from service.cache import CacheKey
-from service.dataset import Dataset
+from service.dataset.version import Dataset
 from service.errors import ApiError, Family, Unauthorized, Unavailable, family_of, render
 from service.responses import JSON
 

@@ -5,7 +5,7 @@ from typing import Any
 from starlette.requests import Request
 
 from service.call import CALL
-from service.dataset import DETAIL_DIMENSIONS
+from service.dataset.venues import DETAIL_DIMENSIONS
 from service.errors import Forbidden, NotFound
 from service.params import Query
 from service.responses import JSON

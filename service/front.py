@@ -35,7 +35,7 @@ from service.cache import (
 )
 from service.call import CALL, Call, arrival
 from service.cors import with_cors
-from service.dataset import DatasetHolder
+from service.dataset.watcher import DatasetHolder
 from service.errors import ApiError, RateLimited
 from service.metrics import OTHER, RequestStats
 from service.ratelimit import Limiter

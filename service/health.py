@@ -3,7 +3,7 @@ it ready to answer from a readable dataset version."""
 
 from starlette.requests import Request
 
-from service.dataset import DatasetHolder, VersionWatcher
+from service.dataset.watcher import DatasetHolder, VersionWatcher
 from service.responses import JSON
 
 

@@ -19,7 +19,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from service.cache import ResponseCache
-from service.dataset import DatasetHolder
+from service.dataset.watcher import DatasetHolder
 from service.ratelimit import Limiter
 
 # Seconds: a cached answer takes well under a millisecond, an export can take many seconds.

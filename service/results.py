@@ -14,10 +14,12 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from ingest.schema import CLOSED_VALUES
-from service import export, queries
+from service import export
 from service.accounts import Account
 from service.call import CALL, Call
-from service.dataset import DETAIL_DIMENSIONS, Dataset
+from service.dataset import queries
+from service.dataset.venues import DETAIL_DIMENSIONS
+from service.dataset.version import Dataset
 from service.errors import Forbidden, NotFound
 from service.params import Query
 from service.responses import JSON
@@ -72,7 +74,7 @@ def result_by_id(request: Request) -> JSON:
     dataset = call.dataset
     selection = dataset.scoped(queries.Selection(record_id=request.path_params["record_id"]))
     sql, parameters = queries.page_of_results(selection, limit=1, offset=0, included=included)
-    found = dataset.rows(sql, parameters)
+    found = dataset.db.rows(sql, parameters)
     if not found:
         raise NotFound("Fee schedule result not found.")
     if not account.may_see(found[0]["exchange_name"]):

@@ -10,9 +10,10 @@ from typing import Any
 
 from starlette.requests import Request
 
-from service import params, queries
+from service import params
 from service.access import visible_venue
 from service.call import CALL
+from service.dataset import queries
 from service.errors import BadRequest, NotFound
 from service.responses import JSON
 from service.vocabulary import DIMENSIONS, IDENTIFIER_OF

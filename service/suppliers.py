@@ -7,7 +7,7 @@ from starlette.requests import Request
 from service import params
 from service.access import visible_venue
 from service.call import CALL
-from service.dataset import Venue
+from service.dataset.venues import Venue
 from service.errors import BadRequest, NotFound
 from service.responses import JSON
 from service.vocabulary import DIMENSIONS, Term

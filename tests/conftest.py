@@ -21,8 +21,8 @@ from ingest.pipeline import IngestResult, run_ingest
 from ingest.schema import RAW_COLUMNS
 from service.accounts import key_entry
 from service.app import create_app, server_options
-from service.dataset import Dataset
-from service.index import ResultsIndex
+from service.dataset.index import ResultsIndex
+from service.dataset.version import Dataset
 from service.settings import Settings
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -206,7 +206,7 @@ def indexed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Indexed]:
     dataset = Dataset(second.version_dir, Settings(data_dir=data))
     assert dataset.index is not None
     venues = sorted(dataset.venues)
-    days = [day for (day,) in dataset.query(DAYS)]
+    days = [day for (day,) in dataset.db.query(DAYS)]
     yield Indexed(dataset, dataset.index, venues, [first.version_id, second.version_id], days)
     dataset.close()
     shutil.rmtree(root)

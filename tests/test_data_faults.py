@@ -15,7 +15,8 @@ import pytest
 
 from ingest.pipeline import IngestResult, run_ingest
 from ingest.publish import publish
-from service.dataset import Dataset, QueryTimeout
+from service.dataset.engine import QueryTimeout
+from service.dataset.version import Dataset
 from service.settings import Settings
 from tests.conftest import FIXTURES, REGISTRY, LiveServer, exchange_headers, supplier_headers
 
@@ -201,17 +202,17 @@ def test_a_query_past_the_time_limit_is_interrupted(version: IngestResult) -> No
     dataset = Dataset(version.version_dir, Settings(query_timeout_seconds=0.2))
     started = time.monotonic()
     with pytest.raises(QueryTimeout, match=r"longer than 0\.2 s"):
-        dataset.query("SELECT count(*) FROM range(1000000000000) AS t(x) WHERE x % 7 = 3")
+        dataset.db.query("SELECT count(*) FROM range(1000000000000) AS t(x) WHERE x % 7 = 3")
     assert time.monotonic() - started < 5
     # The connection is still good, and a query within the limit is not disturbed.
-    assert dataset.query("SELECT count(*) FROM fees") == [(version.records,)]
+    assert dataset.db.query("SELECT count(*) FROM fees") == [(version.records,)]
 
 
 def test_a_streamed_query_past_the_time_limit_is_interrupted(version: IngestResult) -> None:
     dataset = Dataset(version.version_dir, Settings(query_timeout_seconds=0.2))
-    # `_stream` is the one place streamed results cross the DuckDB boundary (downloads).
+    # `Engine.stream` is the one place streamed results cross the DuckDB boundary (downloads).
     slow = "SELECT x, x * 2 AS y FROM range(300000000) AS t(x) ORDER BY x DESC"
-    batches = dataset._stream([(slow, {}, None)], 1000)
+    batches = dataset.db.stream([(slow, {}, None)], 1000)
     with pytest.raises(QueryTimeout):
         for _ in batches:
             pass
@@ -220,7 +221,7 @@ def test_a_streamed_query_past_the_time_limit_is_interrupted(version: IngestResu
 def test_a_slow_reader_of_a_stream_is_not_the_querys_time(version: IngestResult) -> None:
     dataset = Dataset(version.version_dir, Settings(query_timeout_seconds=0.2))
     read = 0
-    for batch in dataset._stream([("SELECT * FROM fees", {}, None)], 1):
+    for batch in dataset.db.stream([("SELECT * FROM fees", {}, None)], 1):
         time.sleep(0.05)  # the client reads slowly: 13 batches take 0.65 s, past the limit
         read += batch.num_rows
     assert read == version.records
@@ -229,5 +230,5 @@ def test_a_slow_reader_of_a_stream_is_not_the_querys_time(version: IngestResult)
 def test_a_query_error_that_is_not_a_file_fault_stays_a_defect(version: IngestResult) -> None:
     dataset = Dataset(version.version_dir, Settings())
     with pytest.raises(duckdb.CatalogException):
-        dataset.query("SELECT * FROM no_such_table")
+        dataset.db.query("SELECT * FROM no_such_table")
     assert dataset.faults == []

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from ingest.layout import COUNTED
 from ingest.schema import CLOSED_VALUES
-from service import queries
+from service.dataset import queries
 from service.settings import Settings
 from service.vocabulary import DIMENSIONS
 from tests.conftest import Indexed, LiveServer, supplier_headers

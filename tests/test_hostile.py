@@ -227,8 +227,8 @@ def test_no_hostile_text_ever_reaches_sql_except_as_a_bound_value(
     server: LiveServer, client: httpx.Client
 ) -> None:
     dataset = server.app.state.holder.current
-    dataset.query("CALL truncate_duckdb_logs()")
-    dataset.query("CALL enable_logging('QueryLog')")
+    dataset.db.query("CALL truncate_duckdb_logs()")
+    dataset.db.query("CALL enable_logging('QueryLog')")
     try:
         for name in NAMES.values():
             get(client, f"/api/v1/fee-schedule-results/{name}", exchange_headers())
@@ -241,7 +241,7 @@ def test_no_hostile_text_ever_reaches_sql_except_as_a_bound_value(
         one = client.get(f"/api/v1/fee-schedule-results/{record_id}", headers=exchange_headers())
         assert (page.status_code, one.status_code) == (200, 200)
     finally:
-        dataset.query("CALL disable_logging()")
-    statements = [row[0] for row in dataset.query("SELECT message FROM duckdb_logs")]
+        dataset.db.query("CALL disable_logging()")
+    statements = [row[0] for row in dataset.db.query("SELECT message FROM duckdb_logs")]
     assert statements
     assert not [text for text in statements if SQL_MARKER in text or record_id in text]

@@ -28,8 +28,9 @@ COMMAND_LINE = {"service.cli": CONTRACT | {"ingest.cli", "ingest.registry", "ing
 def modules() -> dict[str, Path]:
     found = {}
     for package in PACKAGES:
-        for path in sorted((ROOT / package).glob("*.py")):
-            name = package if path.stem == "__init__" else f"{package}.{path.stem}"
+        for path in sorted((ROOT / package).rglob("*.py")):
+            parts = path.relative_to(ROOT).with_suffix("").parts
+            name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
             found[name] = path
     return found
 
@@ -120,7 +121,7 @@ def test_the_shipped_packages_need_no_development_dependency() -> None:
     allowed = installed_with(project["dependencies"]) | set(sys.stdlib_module_names) | {*PACKAGES}
     needed = set()
     for package in ("ingest", "service"):
-        for path in (ROOT / package).glob("*.py"):
+        for path in (ROOT / package).rglob("*.py"):
             for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
                 if isinstance(node, ast.Import):
                     needed |= {(path.name, alias.name.split(".")[0]) for alias in node.names}

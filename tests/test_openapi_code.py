@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 
 from ingest.schema import CLOSED_VALUES
-from service import errors, export, queries, results, supplier_data
+from service import errors, export, results, supplier_data
+from service.dataset import queries
 from service.vocabulary import DATA_TYPE_ORDER, DIMENSIONS
 
 DOCUMENT = json.loads(

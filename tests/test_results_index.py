@@ -1,4 +1,4 @@
-"""The results index (`service.index`) against the plain SQL definition of a page.
+"""The results index (`service.dataset.index`) against the plain SQL definition of a page.
 
 Two versions are ingested (synthetic rows, then the same rows plus the fixture CSVs), so
 records carry two version ids; then hundreds of seeded random requests (venues, every filter,
@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from ingest.schema import CLOSED_VALUES
-from service import queries
-from service.dataset import Dataset
-from service.index import ResultsIndex
+from service.dataset import queries
+from service.dataset.index import ResultsIndex
+from service.dataset.version import Dataset
 from tests.conftest import Indexed
 
 REPO = Path(__file__).resolve().parent.parent
@@ -65,12 +65,12 @@ def sql_page(
     offset: int, size: int,
 ) -> tuple[int, list[str]]:  # fmt: skip
     selection = dataset.scoped(selection)
-    [(count,)] = dataset.query(*queries.count_matching(selection))
+    [(count,)] = dataset.db.query(*queries.count_matching(selection))
     sql, parameters = queries.page_of_results(
         selection, order_by=order_by, order_dir=order_dir, limit=size, offset=offset,
         included=queries.Included(),
     )  # fmt: skip
-    return int(count), [str(row["record_id"]) for row in dataset.rows(sql, parameters)]
+    return int(count), [str(row["record_id"]) for row in dataset.db.rows(sql, parameters)]
 
 
 def index_page(

@@ -9,8 +9,8 @@ import pytest
 from ingest.layout import ROLLUP_DIR, VERSION_KEY
 from ingest.pipeline import IngestResult
 from ingest.rollups import ROLLUPS
-from service.dataset import Dataset
-from service.rollups import RollupMismatch
+from service.dataset.rollups import RollupMismatch
+from service.dataset.version import Dataset
 from service.settings import Settings
 
 

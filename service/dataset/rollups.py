@@ -21,7 +21,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from ingest.layout import ROLLUP_DIR, VERSION_KEY
-from service.index import EPOCH
+from service.dataset.index import EPOCH
 
 # A day is stored as days since 1970 plus 2**31, so it fits the low 32 bits of a search key
 # whose high bits are the group (one venue, dimension and value); an open side is the extreme.

@@ -3,7 +3,7 @@
 Identifiers never come from a request: every column that varies (a rollup's dimension, a
 results filter, a sort key) is looked up in a fixed allow-list here (`RESULT_FILTERS`,
 `ORDER_COLUMNS`), and an unknown name fails the lookup. Discovery runs no SQL at all: its
-counts come from the version's rollups (`service.rollups`).
+counts come from the version's rollups (`service.dataset.rollups`).
 """
 
 from dataclasses import dataclass, field

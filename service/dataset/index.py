@@ -23,7 +23,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ingest.layout import CODE_TYPES, CODES_FILE, NULL_RANK
-from service.queries import ORDER_COLUMNS, RESULT_FILTERS, Selection
+from service.dataset.queries import ORDER_COLUMNS, RESULT_FILTERS, Selection
 
 EPOCH: Final = date(1970, 1, 1)
 Array = npt.NDArray[Any]

@@ -1,0 +1,12 @@
+"""The dataset reader: one published version, by job.
+
+version.py    open a version and check it against its manifest; the questions it answers
+engine.py     the DuckDB boundary: connection, a cursor per query, the time limit, errors
+watchdog.py   the one thread that interrupts queries past their time limit
+queries.py    the SQL, as named constants over allow-listed columns and bound parameters
+index.py      the results index: which records, in which order, for a page or a download
+rollups.py    the discovery counts, searched in memory
+venues.py     what each venue holds, built from the rollups at open
+watcher.py    the version in use, and the thread that swaps in a newly published one
+sources.py    where versions are read from: a directory, or S3 through a local mirror
+"""

@@ -1,0 +1,186 @@
+"""One published dataset version, opened and checked, and the questions it answers.
+
+Opening a version checks it against its manifest, attaches its serving copy, memory-maps its
+results index (`index`) and reads the rollups the ingest counted for it (`rollups`: discovery
+counts; `venues`: venue summaries, coverage runs, versions); a request then runs one small
+query on its own cursor (`engine`), or none at all. A version whose files do not match its
+manifest (a venue's file missing, unreadable or holding another number of records; a serving
+copy or index of another size or missing) is refused at open (`DamagedVersion`), and the
+previous one goes on serving (`watcher`).
+"""
+
+from collections import defaultdict
+from collections.abc import Iterable, Iterator
+from dataclasses import replace
+from datetime import date
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from ingest.layout import COUNTED, INDEX_DIR, SERVING_FILE, read_manifest, sql_string
+from ingest.schema import SCHEMA_VERSION
+from service.accounts import Account
+from service.dataset import queries
+from service.dataset.engine import Engine
+from service.dataset.index import Array, ResultsIndex
+from service.dataset.rollups import ENCODED, DiscoveryCounts, read_rollup
+from service.dataset.venues import coverage_of, venues_of, versions_of
+from service.settings import Settings
+
+
+class DamagedVersion(Exception):
+    """A version that cannot be served as it is (its files do not match its manifest, or it was
+    written for another schema); it is refused at load."""
+
+
+class Dataset:
+    """A read-only view of one version; safe to share between threads (a cursor per query)."""
+
+    def __init__(self, version_dir: Path, settings: Settings) -> None:
+        self.version_dir = version_dir
+        self.manifest = read_manifest(version_dir)
+        if self.manifest.get("schema_version") != SCHEMA_VERSION:
+            raise DamagedVersion(
+                f"{version_dir.name}: written for schema {self.manifest.get('schema_version')}, "
+                f"this service reads schema {SCHEMA_VERSION}: run `fees ingest` to rebuild it"
+            )
+        self.version_id: str = self.manifest["version_id"]
+        self.records: int = self.manifest["records"]
+        paths = _checked_files(version_dir, self.manifest)
+        self._every = tuple(str(path) for path in paths)  # `scoped`, per request
+        self._files: dict[str, tuple[str, ...]] = defaultdict(tuple)  # venue -> its files
+        for path in paths:
+            self._files[_venue_of(path)] += (str(path),)
+        self.db = Engine(settings, self.version_id, str(version_dir))
+        self.faults = self.db.faults  # what failed since it was opened, for the readiness probe
+        self.index = self._attach(paths)
+        registry = self.db.query(queries.REGISTRY)
+        self.venues, self._names = venues_of(
+            registry, self._rollup("summary"), self._rollup("details")
+        )
+        self.coverage = coverage_of(self._rollup("coverage"))
+        self.versions = versions_of(self._rollup("versions"))
+        self._discovery = DiscoveryCounts(self._rollup("counts", dictionary=ENCODED))
+
+    def _attach(self, paths: list[Path]) -> ResultsIndex:
+        """The views over the version's files, its serving copy attached, and its index, once
+        both hold as many records as the manifest says: every results page is found by the
+        index and read from the serving copy, so a version without either cannot be served."""
+        files = ", ".join(sql_string(str(path)) for path in paths)
+        registry = sql_string(str(self.version_dir / "exchanges.parquet"))
+        self.db.con.execute(queries.CREATE_FEES_VIEW.format(files=files))
+        self.db.con.execute(queries.CREATE_REGISTRY_VIEW.format(registry=registry))
+        for part in (SERVING_FILE, INDEX_DIR):
+            if not (self.version_dir / part).exists():
+                raise DamagedVersion(f"{self.version_dir.name}: {part} is missing")
+        serving = sql_string(str(self.version_dir / SERVING_FILE))
+        self.db.con.execute(f"ATTACH {serving} AS serving (READ_ONLY)")
+        index = ResultsIndex(self.version_dir / INDEX_DIR)
+        [(rows,)] = self.db.query(queries.COUNT_SERVING)
+        for name, size in {"serving copy": rows, "results index": index.size}.items():
+            if size != self.records:
+                raise DamagedVersion(
+                    f"{self.version_dir.name}: the {name} holds {size} records, "
+                    f"the manifest says {self.records}"
+                )
+        return index
+
+    def close(self) -> None:
+        self.db.close()
+
+    def scoped(self, selection: queries.Selection) -> queries.Selection:
+        """`selection`, reading only its venues' files (all of them when it names none)."""
+        if selection.venues is None:
+            return replace(selection, files=self._every)
+        files = tuple(path for venue in selection.venues for path in self._files.get(venue, ()))
+        # Venues without records have no file, but read_parquet needs one: any file will do,
+        # since the venue condition keeps every record of it out.
+        return replace(selection, files=files or self._every[:1])
+
+    def rows_at(self, sql: str, parameters: dict[str, Any]) -> list[dict[str, Any]]:
+        """The rows of a query of `queries.ROWS_AT`, in the order of its `positions`."""
+        positions: list[int] = parameters["positions"]
+        if not positions:
+            return []
+        by_position = {row.pop("position"): row for row in self.db.rows(sql, parameters)}
+        return [by_position[position] for position in positions]
+
+    def batches_at(
+        self, chunks: Iterable[Array], *, shape: str, included: queries.Included, size: int
+    ) -> Iterator[pa.RecordBatch]:
+        """The serving copy's records at each chunk of positions, in the chunks' order, as
+        Arrow record batches shaped for an export format (a key of `queries.SHAPES`)."""
+        sql = queries.rows_in_order(shape)
+
+        def steps() -> Iterator[tuple[str, dict[str, Any], pa.Table]]:
+            empty = True
+            for positions in chunks:
+                empty = False
+                yield sql, *_at(positions, included)
+            if empty:  # one query still runs, so a download always carries its columns
+                yield sql, *_at(np.empty(0, dtype=np.int64), included)
+
+        return self.db.stream(steps(), size)
+
+    def visible(self, account: Account) -> list[str]:
+        """The venue codes an account may see."""
+        return [code for code in self.venues if account.may_see(code)]
+
+    def resolve(self, name: str) -> str | None:
+        """The venue code for a code, display name or alias, in any letter case."""
+        return self._names.get(name.strip().casefold())
+
+    def counts(
+        self, column: str, code: str, start: date | None, end: date | None
+    ) -> dict[str, int]:
+        """Records per stored value of `column` for one venue, in the window; every value the
+        venue has any record for is present, with 0 when none is in the window."""
+        if column not in COUNTED:
+            raise ValueError(f"no rollup for {column!r}")
+        return self._discovery.count(column, code, start, end)
+
+    def _rollup(self, name: str, *, dictionary: tuple[str, ...] = ()) -> pa.Table:
+        return read_rollup(self.version_dir, name, self.version_id, dictionary=dictionary)
+
+
+def _checked_files(version_dir: Path, manifest: dict[str, Any]) -> list[Path]:
+    """The version's Parquet files, once they are shown to be the manifest's: the venues it
+    counts and no others, each with as many rows as it says (read from the files' footers)."""
+    expected: dict[str, int] | None = manifest.get("venues")
+    if expected is None:
+        raise DamagedVersion(f"{version_dir.name}: the manifest has no record counts by venue")
+    found: dict[str, int] = defaultdict(int)
+    files = sorted((version_dir / "fees").glob("exchange=*/*.parquet"))
+    for path in files:
+        try:
+            rows = pq.read_metadata(path).num_rows
+        except (OSError, pa.ArrowException) as error:
+            shown = path.relative_to(version_dir)
+            raise DamagedVersion(f"{version_dir.name}: {shown} cannot be read: {error}") from None
+        found[_venue_of(path)] += rows
+    if found != expected:
+        differ = sorted(
+            code for code in found.keys() | expected.keys() if found.get(code) != expected.get(code)
+        )
+        raise DamagedVersion(
+            f"{version_dir.name}: the files do not match the manifest for venue(s) "
+            + ", ".join(
+                f"{code} ({found.get(code, 0)} records, manifest {expected.get(code, 0)})"
+                for code in differ
+            )
+        )
+    return files
+
+
+def _venue_of(path: Path) -> str:
+    return path.parent.name.removeprefix("exchange=")
+
+
+def _at(positions: Array, included: queries.Included) -> tuple[dict[str, Any], pa.Table]:
+    """The parameters and `wanted` table of `queries.ROWS_IN_ORDER` for a chunk of positions."""
+    bounds = (int(positions.min()), int(positions.max())) if len(positions) else (0, -1)
+    parameters = {"first": bounds[0], "last": bounds[1], **included.parameters()}
+    return parameters, pa.table({"position": positions, "ordinal": np.arange(len(positions))})
