@@ -81,9 +81,11 @@ class Reply:
         return {"type": "http.response.start", "status": self.status, "headers": head}
 
     def _from_handler(self) -> bool:
-        """Whether an API handler answered (a route took the request, and its method)."""
+        """Whether an API handler answered a caller with a key (a route took the request, and
+        its method): a 401 names no version."""
         return (
             self._call.version is not None
+            and self._call.caller is not None
             and "route" in self._scope
             and self._scope["method"] in ("GET", "HEAD")
         )

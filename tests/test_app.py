@@ -66,6 +66,7 @@ def test_every_endpoint_refuses_a_request_without_a_valid_key_before_its_paramet
     for headers in ({}, headers_for(path, "not-a-key")):
         response = client.get(path, headers=headers)
         assert response.status_code == 401
+        assert "x-dataset-version" not in response.headers  # it tells a stranger nothing
         if "/suppliers/" in path:
             assert response.json() == {
                 "error": "Unauthorized",
