@@ -12,8 +12,9 @@ so a test can check the committed report against the embedded data.
 
 import argparse
 import sys
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 import duckdb
 
@@ -67,12 +68,41 @@ def percent(part: int, whole: int) -> str:
 
 def render(con: duckdb.DuckDBPyConnection) -> str:
     """The report, as Markdown, of the version `con` has open (`ingest.query.open_version`)."""
-    rows = con.execute(COVERAGE).fetchall()
+    rows = con.execute(COVERAGE).fetchall()  # per venue and category, the grand total last
+    empty = [f"- `{code}` ({name})" for code, name in con.execute(EMPTY_VENUES).fetchall()]
+    lines = [
+        HEADER,
+        *_headline(rows),
+        *_table(
+            "By provenance",
+            "| source_kind | date_basis | records | of which uncertain |\n|---|---|---:|---:|",
+            (
+                f"| {kind} | {basis} | {count:,} | {doubt:,} |"
+                for kind, basis, count, doubt in con.execute(BY_PROVENANCE).fetchall()
+            ),
+        ),
+        *_table(
+            "By category",
+            "| fee_category | records | venues | sources |\n|---|---:|---:|---:|",
+            (
+                f"| {category} | {count:,} | {venues} | {sources} |"
+                for category, count, venues, sources in con.execute(BY_CATEGORY).fetchall()
+            ),
+        ),
+        *_by_venue(rows[:-1]),
+        "",
+        "## Venues with no records",
+        "",
+        *(empty or ["None."]),
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def _headline(rows: list[tuple[Any, ...]]) -> list[str]:
     total = rows[-1]
     records, primary, primary_stated, dated, uncertain, sources = total[2:8]
     venues = len({row[0] for row in rows if row[0] is not None})
-    lines = [
-        HEADER,
+    return [
         "## Headline",
         "",
         f"- **{records:,} records** on **{venues} venues**, read in **{sources} sources**.",
@@ -84,24 +114,15 @@ def render(con: duckdb.DuckDBPyConnection) -> str:
         f"- Effective dates from {total[8]} to {total[9]}; {total[10]:,} records are open-ended "
         "(no end date known).",
         "",
-        "## By provenance",
-        "",
-        "| source_kind | date_basis | records | of which uncertain |",
-        "|---|---|---:|---:|",
-        *(
-            f"| {kind} | {basis} | {count:,} | {doubt:,} |"
-            for kind, basis, count, doubt in con.execute(BY_PROVENANCE).fetchall()
-        ),
-        "",
-        "## By category",
-        "",
-        "| fee_category | records | venues | sources |",
-        "|---|---:|---:|---:|",
-        *(
-            f"| {category} | {count:,} | {venue_count} | {source_count} |"
-            for category, count, venue_count, source_count in con.execute(BY_CATEGORY).fetchall()
-        ),
-        "",
+    ]
+
+
+def _table(title: str, head: str, body: Iterable[str]) -> list[str]:
+    return [f"## {title}", "", *head.split("\n"), *body, ""]
+
+
+def _by_venue(rows: list[tuple[Any, ...]]) -> list[str]:
+    lines = [
         "## By venue and category",
         "",
         "Shares are of the row's records. *Dated*: a `stated` or `derived` date. Dates: the "
@@ -112,7 +133,7 @@ def render(con: duckdb.DuckDBPyConnection) -> str:
         "| earliest | latest |",
         "|---|---|---:|---:|---:|---:|---:|---:|---|---|",
     ]
-    for row in rows[:-1]:  # the last is the grand total, shown above
+    for row in rows:
         venue, category, count, prim, prim_stated, dated_count, doubt, srcs, first, last, _ = row
         label = f"**{venue}**" if category is None else venue
         lines.append(
@@ -120,10 +141,7 @@ def render(con: duckdb.DuckDBPyConnection) -> str:
             f"| {percent(prim_stated, count)} | {percent(dated_count, count)} "
             f"| {percent(doubt, count)} | {srcs} | {first} | {last} |"
         )
-    empty = con.execute(EMPTY_VENUES).fetchall()
-    lines += ["", "## Venues with no records", ""]
-    lines += [f"- `{code}` ({name})" for code, name in empty] or ["None."]
-    return "\n".join(lines) + "\n"
+    return lines
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -34,7 +34,7 @@ from ingest.rawfiles import (
 )
 from ingest.registry import Venue, load_registry
 from ingest.schema import SCHEMA_VERSION
-from ingest.storage import is_s3, open_storage, s3_errors
+from ingest.storage import Storage, is_s3, open_storage, s3_errors
 
 LINE_MAP_BATCH = 100_000
 HASHING_THREADS = 16
@@ -85,33 +85,14 @@ def run_ingest(
     when no version is current or the current one is of another schema (`make run`: it never
     replaces data ingested from elsewhere, but does rebuild what this code cannot serve)."""
     venues = load_registry(registry)
-    # hashlib releases the GIL on large buffers, so files are read on every core at once
-    # (five 280 MB files: 1.6 s on one thread, 1.0 s on two). A thread per file (up to
-    # HASHING_THREADS) lets the system share the cores out, so none idles while the last file
-    # is hashed alone (0.85 s on five).
-    paths = find_raw_files(raw_dir)
-    with ThreadPoolExecutor(max(1, min(len(paths), HASHING_THREADS))) as pool:
-        files = list(pool.map(partial(_inspect, raw_dir=raw_dir), paths))
-    if not files:
-        raise IngestError(f"no *.csv files under {raw_dir}")
+    files = _inspect_all(raw_dir)
     digest = _input_digest(registry, files)
     storage = open_storage(data_dir, s3_endpoint_url=s3_endpoint_url)
     with _storage_errors(storage.root, data_dir), storage.lock():
         current = storage.current_version()
-        manifest = storage.manifest(current) if current is not None else {}
-        if if_stale and manifest.get("schema_version") == SCHEMA_VERSION:
-            return IngestResult(
-                changed=False, version_id=str(current), version_dir=_where(data_dir, str(current)),
-                unchanged_because=f"a version of schema {SCHEMA_VERSION} is current (--if-stale)",
-            )  # fmt: skip
-        if current is not None and manifest["input_digest"] == digest:
-            # Pruned all the same: a run killed between its switch and its prune leaves one
-            # version too many, and rerunning it is how that is put right.
-            pruned = storage.prune(keep=keep)
-            return IngestResult(
-                changed=False, version_id=current, version_dir=_where(data_dir, current),
-                pruned=pruned,
-            )  # fmt: skip
+        unchanged = _unchanged(storage, current, data_dir, digest, keep=keep, if_stale=if_stale)
+        if unchanged is not None:
+            return unchanged
         created = now or datetime.now(UTC)
         version_id = f"{created:%Y%m%dT%H%M%S%fZ}-{digest[:8]}"
         work = publish.staging_dir(storage.root, version_id)
@@ -128,13 +109,51 @@ def run_ingest(
         pruned = storage.prune(keep=keep)
     counts = {name: result.manifest[name] for name in COUNTS}
     return IngestResult(
-        changed=True,
-        version_id=version_id,
-        version_dir=_where(data_dir, version_id),
-        pruned=pruned,
-        first_rejects=result.first_rejects,
-        **counts,
-    )
+        changed=True, version_id=version_id, version_dir=_where(data_dir, version_id),
+        pruned=pruned, first_rejects=result.first_rejects, **counts,
+    )  # fmt: skip
+
+
+def _inspect_all(raw_dir: Path) -> list[RawFile]:
+    """Every raw file's header checked and its bytes hashed. hashlib releases the GIL on large
+    buffers, so files are read on every core at once (five 280 MB files: 1.6 s on one thread,
+    1.0 s on two). A thread per file (up to HASHING_THREADS) lets the system share the cores
+    out, so none idles while the last file is hashed alone (0.85 s on five)."""
+    paths = find_raw_files(raw_dir)
+    with ThreadPoolExecutor(max(1, min(len(paths), HASHING_THREADS))) as pool:
+        files = list(pool.map(partial(_inspect, raw_dir=raw_dir), paths))
+    if not files:
+        raise IngestError(f"no *.csv files under {raw_dir}")
+    return files
+
+
+def _unchanged(
+    storage: Storage,
+    current: str | None,
+    data_dir: Path | str,
+    digest: str,
+    *,
+    keep: int,
+    if_stale: bool,
+) -> IngestResult | None:
+    """The answer when nothing is to be published: the `current` version was built from the
+    same input, or (`if_stale`) it is of this schema. None when a new version is due."""
+    if current is None:
+        return None
+    manifest = storage.manifest(current)
+    if if_stale and manifest.get("schema_version") == SCHEMA_VERSION:
+        return IngestResult(
+            changed=False, version_id=current, version_dir=_where(data_dir, current),
+            unchanged_because=f"a version of schema {SCHEMA_VERSION} is current (--if-stale)",
+        )  # fmt: skip
+    if manifest["input_digest"] != digest:
+        return None
+    # Pruned all the same: a run killed between its switch and its prune leaves one version
+    # too many, and rerunning it is how that is put right.
+    return IngestResult(
+        changed=False, version_id=current, version_dir=_where(data_dir, current),
+        pruned=storage.prune(keep=keep),
+    )  # fmt: skip
 
 
 def _where(data_dir: Path | str, version_id: str) -> Path | str:

@@ -452,12 +452,7 @@ def generate(
     threads: int | None = None,
 ) -> list[Path]:
     """Write rows synthetic rows into out/synth-NNNN.csv and return the files written."""
-    if not 1 <= rows <= MAX_ROWS:
-        raise ValueError(f"--rows must be between 1 and {MAX_ROWS}")
-    if rows_per_file < 1:
-        raise ValueError("--rows-per-file must be at least 1")
-    if (rows + rows_per_file - 1) // rows_per_file > MAX_FILES:
-        raise ValueError(f"more than {MAX_FILES} files: raise --rows-per-file")
+    _check_sizes(rows, rows_per_file)
     venues = venue_classes(registry)
     if not venues:
         raise ValueError(f"{registry}: no venues to write rows for")
@@ -476,6 +471,15 @@ def generate(
             write_file(con, target, span, seed, venues)
             written.append(target)
     return written
+
+
+def _check_sizes(rows: int, rows_per_file: int) -> None:
+    if not 1 <= rows <= MAX_ROWS:
+        raise ValueError(f"--rows must be between 1 and {MAX_ROWS}")
+    if rows_per_file < 1:
+        raise ValueError("--rows-per-file must be at least 1")
+    if (rows + rows_per_file - 1) // rows_per_file > MAX_FILES:
+        raise ValueError(f"more than {MAX_FILES} files: raise --rows-per-file")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

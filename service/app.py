@@ -5,6 +5,7 @@ import copy
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -58,17 +59,13 @@ OPENAPI_FILE = Path(__file__).with_name("openapi.json")
 def routes() -> list[BaseRoute]:
     document = OPENAPI_FILE.read_bytes()
 
-    def openapi(request: Request) -> Response:
+    async def openapi(request: Request) -> Response:
         """The OpenAPI 3.1 document (no key needed: it describes, it holds no data)."""
         return Response(document, media_type="application/json")
 
     return (
         [
-            Route(
-                prefix + path + slash,
-                handler,
-                methods=["GET", "HEAD"],
-            )
+            Route(prefix + path + slash, handler, methods=["GET", "HEAD"])
             for path, handler in ENDPOINTS
             for prefix in PREFIXES
             for slash in ("", "/")
@@ -123,17 +120,9 @@ def create_app(settings: Settings | None = None) -> FrontDoor:
     watcher = VersionWatcher(holder, settings)
     limiter = Limiter(settings.redis_url)
 
-    @asynccontextmanager
-    async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        await run_in_threadpool(watcher.load_now)
-        watcher.start()
-        yield
-        watcher.stop()
-        await limiter.close()
-
     app = Starlette(
         routes=routes(),
-        lifespan=lifespan,
+        lifespan=partial(lifespan, watcher, limiter),
         exception_handlers={
             ApiError: api_error,
             HTTPException: http_error,
@@ -156,6 +145,18 @@ def create_app(settings: Settings | None = None) -> FrontDoor:
         max_age=settings.max_age_seconds,
         cors_origins=settings.cors_origins,
     )
+
+
+@asynccontextmanager
+async def lifespan(
+    watcher: VersionWatcher, limiter: Limiter, app: Starlette
+) -> AsyncIterator[None]:
+    """Serve once the current version is open; stop watching, and let Redis go, at the end."""
+    await run_in_threadpool(watcher.load_now)
+    watcher.start()
+    yield
+    watcher.stop()
+    await limiter.close()
 
 
 async def api_error(request: Request, exc: Exception) -> Response:

@@ -112,8 +112,8 @@ class FrontDoor:
         try:
             await self._answer(scope, receive, call, reply)
         except Exception:
-            if reply.stopped:
-                return  # `NotSent`: the answer was replaced with a 304
+            if reply.replaced:
+                return  # `NotSent` stopped the answer the 304 replaced
             log.exception("unhandled error on %s %s", scope["method"], scope["path"])
             if not reply.started:
                 await call.render(ApiError("internal error"))(scope, receive, reply.send)

@@ -8,6 +8,7 @@ the dataset version, the response cache and the rate limiter into metric familie
 """
 
 import bisect
+import itertools
 from collections.abc import Iterator
 from typing import Final
 
@@ -53,24 +54,7 @@ class ServiceCollector(Collector):
         self._limiter = limiter
 
     def collect(self) -> Iterator[CounterMetricFamily | GaugeMetricFamily | HistogramMetricFamily]:
-        requests = CounterMetricFamily(
-            "fees_requests", "Requests answered, by route template and status.",
-            labels=["route", "status"],
-        )  # fmt: skip
-        latency = HistogramMetricFamily(
-            "fees_request_duration_seconds", "Time to answer, by route template and status.",
-            labels=["route", "status"],
-        )  # fmt: skip
-        for (route, status), (counts, total) in sorted(self._stats.by_route.items()):
-            labels = [route, str(status)]
-            requests.add_metric(labels, sum(counts))
-            cumulative, running = [], 0
-            for bound, count in zip((*map(str, BUCKETS), "+Inf"), counts, strict=True):
-                running += count
-                cumulative.append((bound, running))
-            latency.add_metric(labels, cumulative, total[0])
-        yield requests
-        yield latency
+        yield from self._requests()
         yield from self._dataset()
         cache = CounterMetricFamily(
             "fees_response_cache_lookups", "Response cache lookups, by result.", labels=["result"]
@@ -87,6 +71,24 @@ class ServiceCollector(Collector):
             "Requests limited in this process because Redis could not be reached.",
             value=self._limiter.fallbacks,
         )
+
+    def _requests(self) -> Iterator[CounterMetricFamily | HistogramMetricFamily]:
+        requests = CounterMetricFamily(
+            "fees_requests", "Requests answered, by route template and status.",
+            labels=["route", "status"],
+        )  # fmt: skip
+        latency = HistogramMetricFamily(
+            "fees_request_duration_seconds", "Time to answer, by route template and status.",
+            labels=["route", "status"],
+        )  # fmt: skip
+        for (route, status), (counts, total) in sorted(self._stats.by_route.items()):
+            labels = [route, str(status)]
+            requests.add_metric(labels, sum(counts))
+            bounds = (*map(str, BUCKETS), "+Inf")
+            cumulative = list(zip(bounds, itertools.accumulate(counts), strict=True))
+            latency.add_metric(labels, cumulative, total[0])
+        yield requests
+        yield latency
 
     def _dataset(self) -> Iterator[GaugeMetricFamily]:
         dataset = self._holder.current

@@ -44,7 +44,8 @@ class Reply:
         self._max_age = max_age
         self.headers = [(REQUEST_ID, call.request_id), NOSNIFF]
         self.status = 0
-        self.started = self.finished = self.stopped = False
+        self.started = self.finished = False
+        self.replaced = False  # by a 304 (`NotSent` stops the answer it replaced)
         self.route: str | None = None  # known without routing: a cached answer's
         self.kept: tuple[bytes, list[tuple[bytes, bytes]]] | None = None  # body and headers
         self._head: list[tuple[bytes, bytes]] | None = None  # while a body may be kept
@@ -59,18 +60,18 @@ class Reply:
             self._head = None
             self.finished = not more
         await self._send(message)
-        if self.status == 304 and not self.finished:
+        if self.replaced and not self.finished:
             await self._send({"type": "http.response.body", "body": b""})
-            self.finished = self.stopped = True
+            self.finished = True
             raise NotSent
 
     def _start(self, status: int, given: list[tuple[bytes, bytes]]) -> Message:
         self.started, self.status = True, status
         call = self._call
         validators = self._validators(status) if self._from_handler() else []
-        if status == 200 and call.key is not None and validators:  # ETag first
+        if status == 200 and validators:  # the ETag first
             if not_modified(call.if_none_match, validators[0][1]):
-                self.status, given = 304, []
+                self.status, given, self.replaced = 304, [], True
             else:
                 self._head = [*given, *validators]  # a candidate for the cache
         names = {name for name, _ in given} | {name for name, _ in validators}

@@ -46,14 +46,23 @@ def supplier_data(request: Request) -> JSON:
     total, positions = dataset.index.page(
         selection.of(code), "effective_start", "asc", offset, limit
     )
-    records = dataset.rows_at(*queries.supplier_records_at(positions))
-    for record in records:
-        for column in ("fee_type", "fee_category", "action", "participant"):
-            record[column] = IDENTIFIER_OF[column][record[column]]
+    records = [_displayed(row) for row in dataset.rows_at(*queries.supplier_records_at(positions))]
+    data = selection.echo(code) | _page(records, total, offset, limit)
+    return JSON({"success": True, "data": data})
+
+
+def _displayed(record: dict[str, Any]) -> dict[str, Any]:
+    """A record with its vocabulary values in the family's identifiers."""
+    for column in ("fee_type", "fee_category", "action", "participant"):
+        record[column] = IDENTIFIER_OF[column][record[column]]
+    return record
+
+
+def _page(records: list[dict[str, Any]], total: int, offset: int, limit: int) -> dict[str, Any]:
     has_more = offset + len(records) < total
-    data = selection.echo(code) | {
+    return {
         "records": records,
-        "total_records": int(total),
+        "total_records": total,
         "returned_records": len(records),
         "pagination": {
             "offset": offset,
@@ -62,7 +71,6 @@ def supplier_data(request: Request) -> JSON:
             "next_offset": offset + len(records) if has_more else None,
         },
     }
-    return JSON({"success": True, "data": data})
 
 
 def supplier_data_count(request: Request) -> JSON:
@@ -76,7 +84,7 @@ def supplier_data_count(request: Request) -> JSON:
     )
     total = dataset.index.count(selection.of(code))
     data = selection.echo(code) | {
-        "total_count": int(total),
+        "total_count": total,
         "pagination_info": {
             "max_records_per_request": MAX_LIMIT,
             "total_pages": math.ceil(total / MAX_LIMIT),

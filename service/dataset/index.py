@@ -63,6 +63,15 @@ class Match:
         return self.positions
 
 
+@dataclass(frozen=True)
+class Window:
+    """A selection's dates as days since 1970: the last start and the first end a matching
+    record may have (None: open)."""
+
+    latest_start: int | None
+    earliest_end: int | None
+
+
 class ResultsIndex:
     def __init__(self, directory: Path) -> None:
         names: dict[str, list[str]] = json.loads((directory / CODES_FILE).read_text("utf-8"))
@@ -209,33 +218,36 @@ class ResultsIndex:
         wanted = self._wanted_codes(selection)
         if wanted is None:
             return []
-        latest_start = min(_days(selection.end_date, selection.in_force_on), default=None)
-        earliest_end = max(_days(selection.start_date, selection.in_force_on), default=None)
+        window = Window(
+            latest_start=min(_days(selection.end_date, selection.in_force_on), default=None),
+            earliest_end=max(_days(selection.start_date, selection.in_force_on), default=None),
+        )
+        matches = (
+            self._match(run, wanted, window)
+            for run in self.runs
+            if _allowed(wanted, "exchange", run.exchange)
+            and _allowed(wanted, "fee_type", run.fee_type)
+        )
+        return [match for match in matches if match is not None]
+
+    def _match(self, run: Run, wanted: dict[str, Array], window: "Window") -> "Match | None":
+        """The part of one run in the window with the wanted codes (none: None)."""
+        stop = run.stop
+        if window.latest_start is not None:  # a record starting after the window cannot overlap
+            starts = self._arrays["effective_start"][run.start : run.stop]
+            stop = run.start + int(np.searchsorted(starts, window.latest_start, side="right"))
+        if stop <= run.start:
+            return None
         tested = [column for column in wanted if column not in ("exchange", "fee_type")]
-        starts = self._arrays["effective_start"]
-        matches: list[Match] = []
-        for run in self.runs:
-            if not (_allowed(wanted, "exchange", run.exchange)
-                    and _allowed(wanted, "fee_type", run.fee_type)):  # fmt: skip
-                continue
-            stop = run.stop
-            if latest_start is not None:  # a record starting after the window cannot overlap
-                cut = np.searchsorted(starts[run.start : run.stop], latest_start, side="right")
-                stop = run.start + int(cut)
-            if stop <= run.start:
-                continue
-            if not tested and earliest_end is None:
-                matches.append(Match(run, stop, None))
-                continue
-            keep = np.ones(stop - run.start, dtype=bool)
-            for column in tested:
-                keep &= wanted[column][self._arrays[column][run.start : stop]]
-            if earliest_end is not None:
-                keep &= self._arrays["effective_end"][run.start : stop] >= earliest_end
-            positions = run.start + np.flatnonzero(keep)
-            if len(positions):
-                matches.append(Match(run, stop, positions))
-        return matches
+        if not tested and window.earliest_end is None:
+            return Match(run, stop, None)
+        keep = np.ones(stop - run.start, dtype=bool)
+        for column in tested:
+            keep &= wanted[column][self._arrays[column][run.start : stop]]
+        if window.earliest_end is not None:
+            keep &= self._arrays["effective_end"][run.start : stop] >= window.earliest_end
+        positions = run.start + np.flatnonzero(keep)
+        return Match(run, stop, positions) if len(positions) else None
 
     def _wanted_codes(self, selection: Selection) -> dict[str, Array] | None:
         """Per filtered column, a lookup table of its wanted codes; None when nothing can

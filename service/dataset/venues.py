@@ -48,9 +48,7 @@ def venues_of(
     """Every venue of the registry (code, display name, aliases) with what its records hold,
     and the code of each of its names, case-folded."""
     names: dict[str, str] = {}
-    by_category: dict[str, dict[str, dict[str, int]]] = defaultdict(lambda: defaultdict(dict))
-    for row in summary.to_pylist():
-        by_category[row["exchange"]][row["fee_category"]][row["fee_type"]] = row["records"]
+    by_category = _records_by_category(summary)
     venues = {}
     for code, display_name, aliases in registry:
         for name in (code, display_name, *aliases):
@@ -73,6 +71,14 @@ def venues_of(
             venue, earliest=row["earliest"], latest=row["latest"], values=values
         )
     return venues, names
+
+
+def _records_by_category(summary: pa.Table) -> dict[str, dict[str, dict[str, int]]]:
+    """Records per venue, fee category and fee type."""
+    found: dict[str, dict[str, dict[str, int]]] = defaultdict(lambda: defaultdict(dict))
+    for row in summary.to_pylist():
+        found[row["exchange"]][row["fee_category"]][row["fee_type"]] = row["records"]
+    return found
 
 
 def coverage_of(coverage: pa.Table) -> dict[str, list[CoverageRun]]:
