@@ -9,8 +9,9 @@ from pathlib import Path
 import duckdb
 
 from ingest import cli
+from ingest.build import describe_reject
 from ingest.errors import IngestError
-from ingest.pipeline import IngestResult, describe_reject, run_ingest
+from ingest.pipeline import IngestResult, run_ingest
 from ingest.storage import location
 
 

@@ -8,6 +8,7 @@ not its line) or when DuckDB has already refused it (to name the exact line at f
 import csv
 import hashlib
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
@@ -113,3 +114,19 @@ def _undecodable_line(path: Path) -> int:
             except UnicodeDecodeError:
                 return number
     return 1
+
+
+@dataclass(frozen=True)
+class RawFile:
+    path: Path
+    shown: str  # path relative to the raw directory, as reported and stored
+    sha256: str
+    newlines: int
+    columns: tuple[str, ...]  # its header: one of `schema.RAW_LAYOUTS`
+
+
+def inspect_file(path: Path, raw_dir: Path) -> RawFile:
+    shown = path.relative_to(raw_dir).as_posix()
+    columns = check_header(path, shown)
+    sha256, newlines = digest_and_newlines(path)
+    return RawFile(path, shown, sha256, newlines, columns)

@@ -23,7 +23,7 @@ from pathlib import Path
 import duckdb
 
 # argv: the CSV files (comma-separated), the target, and "reuse" to give the COPY the ingest's
-# block reuse (`ingest.pipeline._configure`) as well: that variant is reported beside the
+# block reuse (`ingest.build._configure`) as well: that variant is reported beside the
 # ratio, not in it, as the issue's yardstick is the plain COPY.
 PLAIN_COPY = """
 import sys, duckdb
