@@ -7,7 +7,7 @@ a stable order, and 422 answers that list every bad parameter.
 
 import math
 from collections.abc import Iterator
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 
 import pyarrow as pa
 from starlette.requests import Request
@@ -31,9 +31,12 @@ LIST_PARAMS = (
     "start_date",
     "end_date",
     "latest_only",
+    "as_of",
     "format",
     *PAGE_PARAMS,
 )
+# `as_of` asks for one day; these ask for a window, or for the latest: not both.
+NOT_WITH_AS_OF = ("start_date", "end_date", "latest_only")
 HIDDEN_DATA = "You do not have access to this exchange's data."
 
 
@@ -47,6 +50,7 @@ def list_results(request: Request) -> Response:
     named = _venue_codes(query, dataset, account)
     start, end = query.window()
     latest = query.boolean("latest_only")
+    as_of = _as_of(query)
     kind = query.choice("format", export.FORMATS)
     page = _Page(query)
     query.check()
@@ -56,7 +60,7 @@ def list_results(request: Request) -> Response:
         values=filters,
         start_date=start,
         end_date=end,
-        in_force_on=(end or datetime.now(UTC).date()) if latest else None,
+        in_force_on=as_of or ((end or datetime.now(UTC).date()) if latest else None),
     )
     kind = export.wanted_format(kind or None, request.headers.get("accept", ""))
     if kind == "json":
@@ -159,6 +163,17 @@ def _every_match(
     size = export.BATCH_ROWS
     chunks = dataset.index.ordered(selection, page.order_by, page.order_dir, size)
     return dataset.batches_at(chunks, shape=kind, included=page.included, size=size)
+
+
+def _as_of(query: Query) -> date | None:
+    """The day whose records in force are asked for; naming a window or the latest too is a
+    problem of each parameter given with it."""
+    as_of = query.day("as_of")
+    if query.values("as_of") is not None:
+        for name in NOT_WITH_AS_OF:
+            if query.values(name) is not None:
+                query.fail(name, "cannot be combined with as_of")
+    return as_of
 
 
 def _included(query: Query) -> queries.Included:

@@ -27,7 +27,8 @@ TERM_PARAMS = {
     "action": ("actions", "fee_action"),
     "participant": ("participants", "fee_participant"),
 }
-COUNT_PARAMS = (*TERM_PARAMS, "start_date", "end_date")
+WINDOW_PARAMS = ("start_date", "end_date")  # a window: `as_of`, one day, is not given with it
+COUNT_PARAMS = (*TERM_PARAMS, *WINDOW_PARAMS, "as_of")
 DATA_PARAMS = (*COUNT_PARAMS, "offset", "limit")
 
 
@@ -94,10 +95,18 @@ def supplier_data_count(request: Request) -> JSON:
 
 
 class _Selection:
-    """The display-vocabulary filters and the date window of one request, checked."""
+    """The display-vocabulary filters and the date window (or the one day, `as_of`) of one
+    request, checked."""
 
     def __init__(self, request: Request) -> None:
         self.start, self.end = params.date_window(request)
+        self.as_of = params.parse_date(request, "as_of")
+        given = [name for name in WINDOW_PARAMS if name in request.query_params]
+        if self.as_of is not None and given:
+            raise BadRequest(
+                "as_of cannot be combined with a date window",
+                {"field": "as_of", "conflicts_with": given},
+            )
         self.given: dict[str, str | None] = {}
         self.stored: dict[str, list[str] | None] = {}
         for name, (dimension, _) in TERM_PARAMS.items():
@@ -113,12 +122,17 @@ class _Selection:
             if stored is not None
         }
         return queries.Selection(
-            venues=[code], values=values, start_date=self.start, end_date=self.end
+            venues=[code],
+            values=values,
+            start_date=self.start,
+            end_date=self.end,
+            in_force_on=self.as_of,
         )
 
     def echo(self, code: str) -> dict[str, Any]:
         window = params.echo_window(self.start, self.end)
-        return {"supplier": code, **self.given, "date_range": window}
+        as_of = self.as_of.isoformat() if self.as_of else None
+        return {"supplier": code, **self.given, "date_range": window, "as_of": as_of}
 
 
 def _stored_values(name: str, dimension: str, value: str) -> list[str]:

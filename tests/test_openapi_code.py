@@ -60,6 +60,10 @@ FROM_CODE: dict[str, tuple[list[Any], bool]] = {
         [error.code for error in ERROR_CLASSES],
         False,
     ),
+    "/components/schemas/ConflictingParametersDetails/properties/conflicts_with/items": (
+        list(supplier_data.WINDOW_PARAMS),
+        True,
+    ),
     "/components/schemas/InvalidParameterValueDetails/properties/field": (
         [*supplier_data.TERM_PARAMS, "offset", "limit"],
         True,

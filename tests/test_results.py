@@ -199,6 +199,45 @@ def test_latest_only_keeps_what_is_in_force_at_the_end_of_the_window(
     assert [item["effective_start"] for item in body["data"]] == [expected_start]
 
 
+@pytest.mark.parametrize("day", ["2019-01-01", "2021-06-30", "2021-07-01", "2023-06-01"])
+def test_as_of_answers_the_records_in_force_on_that_day(
+    client: httpx.Client, fixture_version: IngestResult, day: str
+) -> None:
+    """Each venue's records whose effective period holds the day, as plain SQL finds them,
+    in the JSON pages and the CSV download alike."""
+    con = open_version(fixture_version.version_dir)
+    rows = con.execute(
+        "SELECT record_id FROM fees WHERE effective_start <= CAST($day AS DATE)"
+        " AND (effective_end IS NULL OR effective_end >= CAST($day AS DATE))",
+        {"day": day},
+    ).fetchall()
+    expected = sorted(str(record_id) for (record_id,) in rows)
+    body = results(client, as_of=day, page_size=100).json()
+    assert sorted(item["record_id"] for item in body["data"]) == expected
+    assert body["meta"]["record_count"] == len(expected)
+    download = results(client, as_of=day, format="csv")
+    assert sorted(row["record_id"] for row in csv.DictReader(io.StringIO(download.text))) == (
+        expected
+    )
+
+
+def test_as_of_with_a_window_or_latest_only_is_a_422_naming_each(client: httpx.Client) -> None:
+    response = results(
+        client,
+        as_of="2023-06-01",
+        start_date="2023-01-01",
+        latest_only="true",
+        end_date="2024-01-01",
+    )
+    assert response.status_code == 422
+    assert response.json()["error"]["details"] == [
+        {"field": name, "message": "cannot be combined with as_of"}
+        for name in ("start_date", "end_date", "latest_only")
+    ]
+    bad = results(client, as_of="2023-02-30").json()["error"]["details"]
+    assert bad == [{"field": "as_of", "message": "must be a real date in the form YYYY-MM-DD"}]
+
+
 def test_a_scoped_key_sees_only_its_venues_and_is_refused_others(client: httpx.Client) -> None:
     body = results(client, KEYS["nyse"], page_size=100).json()
     assert {item["exchange_name"] for item in body["data"]} == {"nyse"}

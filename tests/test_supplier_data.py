@@ -26,6 +26,7 @@ def test_records_in_the_display_vocabulary_with_amounts(client: httpx.Client) ->
         "action": "Routed & Other",
         "participant": None,
         "date_range": None,
+        "as_of": None,
         "records": [],
         "total_records": 1,
         "returned_records": 1,
@@ -88,6 +89,44 @@ def test_filters_and_count_agree_with_a_direct_query(
     assert (count["total_count"], count["pagination_info"]) == (
         len(expected),
         {"max_records_per_request": 100, "total_pages": 1 if expected else 0},
+    )
+
+
+@pytest.mark.parametrize("day", ["2019-01-01", "2021-07-01", "2023-06-01"])
+def test_as_of_keeps_the_records_in_force_on_that_day(
+    client: httpx.Client, fixture_version: IngestResult, day: str
+) -> None:
+    con = open_version(fixture_version.version_dir)
+    rows = con.execute(
+        "SELECT record_id FROM fees WHERE exchange = 'nasdaq'"
+        " AND effective_start <= CAST($day AS DATE)"
+        " AND (effective_end IS NULL OR effective_end >= CAST($day AS DATE))",
+        {"day": day},
+    ).fetchall()
+    expected = sorted(str(record_id) for (record_id,) in rows)
+    body = data(client, as_of=day).json()["data"]
+    assert sorted(r["record_id"] for r in body["records"]) == expected
+    assert (body["as_of"], body["date_range"]) == (day, None)
+    count = client.get(
+        "/api/v1/suppliers/nasdaq/data/count", params={"as_of": day}, headers=supplier_headers()
+    ).json()["data"]
+    assert (count["total_count"], count["as_of"]) == (len(expected), day)
+
+
+@pytest.mark.parametrize("path", ["data", "data/count"])
+def test_as_of_with_a_date_window_is_400_naming_both(client: httpx.Client, path: str) -> None:
+    response = client.get(
+        f"/api/v1/suppliers/nasdaq/{path}",
+        params={"as_of": "2023-06-01", "end_date": "2023-12-31"},
+        headers=supplier_headers(),
+    )
+    assert (response.status_code, response.json()) == (
+        400,
+        {
+            "error": "Bad Request",
+            "message": "as_of cannot be combined with a date window",
+            "details": {"field": "as_of", "conflicts_with": ["end_date"]},
+        },
     )
 
 
