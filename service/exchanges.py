@@ -2,6 +2,7 @@
 
 from typing import Any
 
+from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 
 from service.call import CALL
@@ -33,12 +34,15 @@ async def list_exchanges(request: Request) -> JSON:
 
 
 async def exchange_detail(request: Request) -> JSON:
-    """One venue: its span and the values of every filter dimension in its records. A venue of
-    the registry with no records is not found, as it is absent from the list: the compatible
-    service's record has no way to say "no span" (its SDK requires both dates)."""
+    """One venue: its span and the values of every filter dimension in its records, or in its
+    records in force on one day (`as_of`). A venue of the registry with no records (on that
+    day) is not found, as it is absent from the list: the compatible service's record has no
+    way to say "no span" (its SDK requires both dates)."""
     call = CALL.get()
     account = call.account
-    Query(request, ()).check()
+    query = Query(request, ("as_of",))
+    as_of = query.day("as_of")
+    query.check()
     dataset = call.dataset
     code = dataset.resolve(request.path_params["exchange_name"])
     if code is None:
@@ -46,13 +50,20 @@ async def exchange_detail(request: Request) -> JSON:
     if not account.may_see(code):
         raise Forbidden("You do not have access to the requested exchange.")
     venue = dataset.venues[code]
-    if venue.earliest is None or venue.latest is None:
+    if as_of is not None:  # the index's arrays: a thread, so the event loop never waits on them
+        held = await run_in_threadpool(dataset.in_force, [code], as_of)
+        values, span = held.values, (held.earliest, held.latest)
+        records = held.count
+    else:
+        values, span, records = venue.values, (venue.earliest, venue.latest), venue.records
+    earliest, latest = span
+    if earliest is None or latest is None:
         raise NotFound("Exchange has no fee schedule records.")
     data: dict[str, Any] = {
         "name": venue.code,
         "display_name": venue.display_name,
-        "date_range": {"earliest": venue.earliest.isoformat(), "latest": venue.latest.isoformat()},
+        "date_range": {"earliest": earliest.isoformat(), "latest": latest.isoformat()},
     }
-    data |= {dimension: list(venue.values.get(dimension, ())) for dimension in DETAIL_DIMENSIONS}
-    meta = {"record_count": venue.records, "query_time_ms": call.elapsed_ms()}
+    data |= {dimension: list(values.get(dimension, ())) for dimension in DETAIL_DIMENSIONS}
+    meta = {"record_count": records, "query_time_ms": call.elapsed_ms()}
     return JSON({"data": data, "meta": meta})

@@ -6,10 +6,11 @@ a stable order, and 422 answers that list every bad parameter.
 """
 
 import math
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from datetime import UTC, date, datetime
 
 import pyarrow as pa
+from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response
 
@@ -105,24 +106,34 @@ def results_by_version(request: Request) -> JSON:
 
 
 async def filters(request: Request) -> JSON:
-    """The values of every filter dimension across the key's venues (or the named ones)."""
+    """The values of every filter dimension across the key's venues (or the named ones), or
+    across their records in force on one day (`as_of`)."""
     call = CALL.get()
     account = call.account
-    query = Query(request, ("exchange_name",))
+    query = Query(request, ("exchange_name", "as_of"))
     dataset = call.dataset
     named = _venue_codes(query, dataset, account)
+    as_of = query.day("as_of")
     query.check()
     _refuse_hidden(named, account)
-    venues = [
-        dataset.venues[code]
-        for code in (named or dataset.visible(account))
-        if dataset.venues[code].records
-    ]
-    data: dict[str, list[str]] = {"exchange_names": sorted(venue.code for venue in venues)}
+    codes = named or dataset.visible(account)
+    if as_of is None:
+        venues = [dataset.venues[code] for code in codes if dataset.venues[code].records]
+        records = sum(venue.records for venue in venues)
+        values: Mapping[str, Sequence[str]] = {
+            "exchange": sorted(venue.code for venue in venues),
+            **{
+                dimension: sorted({value for venue in venues for value in venue.values[dimension]})
+                for dimension in DETAIL_DIMENSIONS
+            },
+        }
+    else:  # the index's arrays: a thread, so the event loop never waits on them
+        held = await run_in_threadpool(dataset.in_force, codes, as_of)
+        records, values = held.count, held.values
+    data = {"exchange_names": list(values["exchange"])}
     for dimension in DETAIL_DIMENSIONS:
         key = dimension if dimension in ("fee_types", "fee_categories") else f"fee_{dimension}"
-        data[key] = sorted({value for venue in venues for value in venue.values[dimension]})
-    records = sum(venue.records for venue in venues)
+        data[key] = list(values[dimension])
     return JSON(
         {"data": data, "meta": {"record_count": records, "query_time_ms": call.elapsed_ms()}}
     )

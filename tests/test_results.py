@@ -221,6 +221,60 @@ def test_as_of_answers_the_records_in_force_on_that_day(
     )
 
 
+IN_FORCE = (
+    "effective_start <= CAST($day AS DATE)"
+    " AND (effective_end IS NULL OR effective_end >= CAST($day AS DATE))"
+)
+DETAIL_COLUMNS = {
+    "fee_types": "fee_type",
+    "fee_categories": "fee_category",
+    "actions": "action",
+    "participants": "participant",
+    "symbol_classifications": "symbol_classification",
+    "symbol_types": "symbol_type",
+    "trade_types": "trade_type",
+}
+
+
+def distinct(con: Any, column: str, where: str, day: str) -> list[str]:
+    rows = con.execute(
+        f"SELECT DISTINCT {column} FROM fees WHERE {where} AND {column} IS NOT NULL", {"day": day}
+    ).fetchall()
+    return sorted(str(value) for (value,) in rows)
+
+
+@pytest.mark.parametrize("day", ["2019-01-01", "2021-07-01", "2023-06-01"])
+def test_as_of_narrows_the_filters_and_exchange_details_to_that_day(
+    client: httpx.Client, fixture_version: IngestResult, day: str
+) -> None:
+    con = open_version(fixture_version.version_dir)
+    [(count,)] = con.execute(f"SELECT count(*) FROM fees WHERE {IN_FORCE}", {"day": day}).fetchall()
+    body = client.get(
+        "/api/v1/fee-schedule-results/filters", params={"as_of": day}, headers=exchange_headers()
+    ).json()
+    assert body["meta"]["record_count"] == count
+    assert body["data"]["exchange_names"] == distinct(con, "exchange", IN_FORCE, day)
+    assert body["data"]["fee_actions"] == distinct(con, "action", IN_FORCE, day)
+    assert body["data"]["fee_trade_types"] == distinct(con, "trade_type", IN_FORCE, day)
+    where = f"exchange = 'nasdaq' AND {IN_FORCE}"
+    detail = client.get(
+        "/api/v1/exchanges/nasdaq", params={"as_of": day}, headers=exchange_headers()
+    )
+    [(records, earliest, latest)] = con.execute(
+        "SELECT count(*), min(effective_start), max(coalesce(effective_end,"
+        f" greatest(effective_start, CAST($as_of AS DATE)))) FROM fees WHERE {where}",
+        {"day": day, "as_of": read_manifest(fixture_version.version_dir)["as_of"]},
+    ).fetchall()
+    if records == 0:
+        assert detail.status_code == 404
+        return
+    data = detail.json()["data"]
+    assert detail.json()["meta"]["record_count"] == records
+    assert data["date_range"] == {"earliest": str(earliest), "latest": str(latest)}
+    for key, column in DETAIL_COLUMNS.items():
+        assert data[key] == distinct(con, column, where, day), key
+
+
 def test_as_of_with_a_window_or_latest_only_is_a_422_naming_each(client: httpx.Client) -> None:
     response = results(
         client,

@@ -13,16 +13,16 @@ the SQL path's answers exactly; `tests/test_results_index.py` compares the two.
 
 import itertools
 import json
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import date
+from datetime import date, timedelta
 from pathlib import Path
 from typing import Any, Final
 
 import numpy as np
 import numpy.typing as npt
 
-from ingest.layout import CODE_TYPES, CODES_FILE, NULL_RANK
+from ingest.layout import CODE_TYPES, CODES_FILE, NO_END, NULL_RANK
 from service.dataset.queries import ORDER_COLUMNS, RESULT_FILTERS, Selection
 
 EPOCH: Final = date(1970, 1, 1)
@@ -72,9 +72,22 @@ class Window:
     earliest_end: int | None
 
 
+@dataclass(frozen=True)
+class Holding:
+    """What a selection's records hold: how many, the values of the columns asked for, and
+    their span (the last day of a record still in force is the later of its start and the
+    version's as-of date, as in the rollups)."""
+
+    count: int
+    values: Mapping[str, Sequence[str]]  # per column, sorted
+    earliest: date | None
+    latest: date | None
+
+
 class ResultsIndex:
     def __init__(self, directory: Path) -> None:
         names: dict[str, list[str]] = json.loads((directory / CODES_FILE).read_text("utf-8"))
+        self._names = names
         # Code of each value, per column (0 stands for no value; codes start at 1).
         self._codes = {
             column: {value: number for number, value in enumerate(values, start=1)}
@@ -103,6 +116,30 @@ class ResultsIndex:
             Run(int(exchange[lo]), int(fee_type[lo]), lo, hi)
             for lo, hi in itertools.pairwise(bounds)
         ]
+
+    def holding(self, selection: Selection, columns: Iterable[str], as_of: date) -> Holding:
+        """What the matching records hold (`Holding`), for the coded `columns`: each value's
+        records are counted per run (`bincount` over the small codes), a whole run by slice."""
+        wanted = {column: np.zeros(len(self._names[column]) + 1, np.int64) for column in columns}
+        count, firsts, lasts = 0, [], []
+        for match in self._matches(selection):
+            at = slice(match.run.start, match.stop) if match.positions is None else match.positions
+            for column, seen in wanted.items():
+                seen += np.bincount(self._arrays[column][at], minlength=len(seen))
+            starts, ends = self._arrays["effective_start"][at], self._arrays["effective_end"][at]
+            open_until = np.maximum(starts, (as_of - EPOCH).days)
+            firsts.append(int(starts.min()))
+            lasts.append(int(np.where(ends == NO_END, open_until, ends).max()))
+            count += match.count
+        values = {column: self._present(column, seen) for column, seen in wanted.items()}
+        if not count:
+            return Holding(0, values, None, None)
+        return Holding(count, values, _date(min(firsts)), _date(max(lasts)))
+
+    def _present(self, column: str, seen: Array) -> list[str]:
+        """The values of a coded column with any record (no value, code 0, left out)."""
+        names = self._names[column]
+        return sorted(names[code - 1] for code in np.flatnonzero(seen).tolist() if code)
 
     def count(self, selection: Selection) -> int:
         """The number of matching records."""
@@ -292,6 +329,10 @@ def _lookup(codes: list[int], column: str) -> Array:
 
 def _allowed(wanted: dict[str, Array], column: str, code: int) -> bool:
     return column not in wanted or bool(wanted[column][code])
+
+
+def _date(days: int) -> date:
+    return EPOCH + timedelta(days=days)
 
 
 def _days(*days: date | None) -> list[int]:

@@ -21,6 +21,11 @@ DETAIL_DIMENSIONS = (
     "symbol_types",
     "trade_types",
 )
+# Each of those dimensions' column in the records (and in the results index).
+DETAIL_COLUMNS = dict(zip(DETAIL_DIMENSIONS, (
+    "fee_type", "fee_category", "action", "participant",
+    "symbol_classification", "symbol_type", "trade_type",
+), strict=True))  # fmt: skip
 
 
 @dataclass(frozen=True)

@@ -25,9 +25,9 @@ from ingest.schema import SCHEMA_VERSION
 from service.accounts import Account
 from service.dataset import queries
 from service.dataset.engine import Engine
-from service.dataset.index import Array, ResultsIndex
+from service.dataset.index import Array, Holding, ResultsIndex
 from service.dataset.rollups import ENCODED, DiscoveryCounts, read_rollup
-from service.dataset.venues import coverage_of, venues_of, versions_of
+from service.dataset.venues import DETAIL_COLUMNS, coverage_of, venues_of, versions_of
 from service.settings import Settings
 
 
@@ -49,6 +49,7 @@ class Dataset:
             )
         self.version_id: str = self.manifest["version_id"]
         self.records: int = self.manifest["records"]
+        self.as_of = date.fromisoformat(self.manifest["as_of"])  # the day it was built
         paths = _checked_files(version_dir, self.manifest)
         self._every = tuple(str(path) for path in paths)  # `scoped`, per request
         self._files: dict[str, tuple[str, ...]] = defaultdict(tuple)  # venue -> its files
@@ -124,6 +125,14 @@ class Dataset:
                 yield sql, *_at(np.empty(0, dtype=np.int64), included)
 
         return self.db.stream(steps(), size)
+
+    def in_force(self, codes: list[str], day: date) -> Holding:
+        """What the venues' records in force on `day` hold, per detail dimension (as the venue
+        model keys them) and `exchange`."""
+        columns = {"exchange": "exchange", **DETAIL_COLUMNS}
+        selection = queries.Selection(venues=codes, in_force_on=day)
+        held = self.index.holding(selection, columns.values(), self.as_of)
+        return replace(held, values={key: held.values[name] for key, name in columns.items()})
 
     def visible(self, account: Account) -> list[str]:
         """The venue codes an account may see."""
