@@ -101,14 +101,13 @@ def entity_tag(version_id: str, key: CacheKey) -> str:
     return f'W/"{version_id}.{hashlib.blake2b(request, digest_size=12).hexdigest()}"'
 
 
-def not_modified(if_none_match: str | bytes | None, etag: str | bytes) -> bool:
+def not_modified(if_none_match: bytes | None, etag: bytes) -> bool:
     """Whether `If-None-Match` names `etag` (weak comparison: `W/` is ignored, RFC 9110 8.8.3.2)."""
     if not if_none_match:
         return False
-    given = if_none_match.decode("latin-1") if isinstance(if_none_match, bytes) else if_none_match
-    wanted = (etag.decode() if isinstance(etag, bytes) else etag).removeprefix("W/")
-    tags = (tag.strip().removeprefix("W/") for tag in given.split(","))
-    return given.strip() == "*" or wanted in tags
+    wanted = etag.removeprefix(b"W/")
+    tags = (tag.strip().removeprefix(b"W/") for tag in if_none_match.split(b","))
+    return if_none_match.strip() == b"*" or wanted in tags
 
 
 class ResponseCache:

@@ -13,7 +13,6 @@ import secrets
 import time
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import cast
 
 from starlette.types import Scope
 
@@ -64,16 +63,13 @@ class Call:
     caller: Account | None = None  # None: no key, an unknown or revoked one, or none needed
     key: CacheKey | None = None  # set with `caller`
 
-    def refuse_anonymous(self) -> None:
-        """The family's 401 when the request has no valid key."""
-        if self.caller is None:
-            raise Unauthorized(UNAUTHORIZED[self.family])
-
     @property
     def account(self) -> Account:
-        """The caller (`service.front.endpoint` has refused a request without one)."""
-        self.refuse_anonymous()
-        return cast(Account, self.caller)
+        """The caller, or the family's 401 when the request has no valid key (every API
+        handler reads it first)."""
+        if self.caller is None:
+            raise Unauthorized(UNAUTHORIZED[self.family])
+        return self.caller
 
     @property
     def dataset(self) -> Dataset:

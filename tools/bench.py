@@ -516,6 +516,11 @@ def report(
         f"{args.connections} connections x {args.seconds} s per case; server time = "
         f"`Server-Timing` over {args.calls} sequential calls.",
         "",
+        "What differs from `make run`: the server is `python -m service serve` (what `fees "
+        "serve` runs) with the same accounts file and one worker, but over synthetic data, "
+        "without `FEES_DOCS_KEY`, and with `FEES_LOG_LEVEL=warning`: no access lines are "
+        "written (`make run` writes one per request).",
+        "",
         "Warm (the same request repeated; the response cache answers all but the first). Each "
         f"case runs in {ROUNDS} rounds, each right after a round of the ceiling; the figures "
         "are medians over the rounds, and the ratio is the median of the rounds' ratios (the "

@@ -13,7 +13,7 @@ the SQL path's answers exactly; `tests/test_results_index.py` compares the two.
 
 import itertools
 import json
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date, timedelta
 from pathlib import Path
@@ -117,21 +117,24 @@ class ResultsIndex:
             for lo, hi in itertools.pairwise(bounds)
         ]
 
-    def holding(self, selection: Selection, columns: Iterable[str], as_of: date) -> Holding:
-        """What the matching records hold (`Holding`), for the coded `columns`: each value's
-        records are counted per run (`bincount` over the small codes), a whole run by slice."""
-        wanted = {column: np.zeros(len(self._names[column]) + 1, np.int64) for column in columns}
+    def holding(self, selection: Selection, columns: Mapping[str, str], as_of: date) -> Holding:
+        """What the matching records hold (`Holding`): the values of each coded column of
+        `columns` (under its key there), each value's records counted per run (`bincount` over
+        the small codes), a whole run by slice."""
+        wanted = {
+            key: np.zeros(len(self._names[name]) + 1, np.int64) for key, name in columns.items()
+        }
         count, firsts, lasts = 0, [], []
         for match in self._matches(selection):
             at = slice(match.run.start, match.stop) if match.positions is None else match.positions
-            for column, seen in wanted.items():
-                seen += np.bincount(self._arrays[column][at], minlength=len(seen))
+            for key, seen in wanted.items():
+                seen += np.bincount(self._arrays[columns[key]][at], minlength=len(seen))
             starts, ends = self._arrays["effective_start"][at], self._arrays["effective_end"][at]
             open_until = np.maximum(starts, (as_of - EPOCH).days)
             firsts.append(int(starts.min()))
             lasts.append(int(np.where(ends == NO_END, open_until, ends).max()))
             count += match.count
-        values = {column: self._present(column, seen) for column, seen in wanted.items()}
+        values = {key: self._present(columns[key], seen) for key, seen in wanted.items()}
         if not count:
             return Holding(0, values, None, None)
         return Holding(count, values, _date(min(firsts)), _date(max(lasts)))

@@ -52,11 +52,7 @@ class Dataset:
         self.as_of = date.fromisoformat(self.manifest["as_of"])  # the day it was built
         paths = _checked_files(version_dir, self.manifest)
         self._every = tuple(str(path) for path in paths)  # `scoped`, per request
-        self._files: dict[str, tuple[str, ...]] = defaultdict(tuple)  # venue -> its files
-        for path in paths:
-            self._files[_venue_of(path)] += (str(path),)
         self.db = Engine(settings, self.version_id, str(version_dir))
-        self.faults = self.db.faults  # what failed since it was opened, for the readiness probe
         self.index = self._attach(paths)
         registry = self.db.query(queries.REGISTRY)
         self.venues, self._names = venues_of(
@@ -89,17 +85,18 @@ class Dataset:
                 )
         return index
 
+    @property
+    def faults(self) -> list[str]:
+        """What failed since it was opened, for the readiness probe."""
+        return self.db.faults
+
     def close(self) -> None:
         self.db.close()
 
     def scoped(self, selection: queries.Selection) -> queries.Selection:
-        """`selection`, reading only its venues' files (all of them when it names none)."""
-        if selection.venues is None:
-            return replace(selection, files=self._every)
-        files = tuple(path for venue in selection.venues for path in self._files.get(venue, ()))
-        # Venues without records have no file, but read_parquet needs one: any file will do,
-        # since the venue condition keeps every record of it out.
-        return replace(selection, files=files or self._every[:1])
+        """`selection`, reading the version's files (the one query over them, a record by id,
+        names no venue; a venue condition would be in its WHERE all the same)."""
+        return replace(selection, files=self._every)
 
     def rows_at(self, sql: str, parameters: dict[str, Any]) -> list[dict[str, Any]]:
         """The rows of a query of `queries.ROWS_AT`, in the order of its `positions`."""
@@ -129,10 +126,9 @@ class Dataset:
     def in_force(self, codes: list[str], day: date) -> Holding:
         """What the venues' records in force on `day` hold, per detail dimension (as the venue
         model keys them) and `exchange`."""
-        columns = {"exchange": "exchange", **DETAIL_COLUMNS}
         selection = queries.Selection(venues=codes, in_force_on=day)
-        held = self.index.holding(selection, columns.values(), self.as_of)
-        return replace(held, values={key: held.values[name] for key, name in columns.items()})
+        columns = {"exchange": "exchange", **DETAIL_COLUMNS}
+        return self.index.holding(selection, columns, self.as_of)
 
     def visible(self, account: Account) -> list[str]:
         """The venue codes an account may see."""
