@@ -70,11 +70,16 @@ def build(
     connection: at 10M rows the records outgrow memory, and a DuckDB table (spilling to
     `work/spill`) moves them from step to step without a copy. Which step makes what:
 
-        _sort_rows        files, line_map, problems (empty), previous; attaches the serving
-                          file and fills serving.rows, with an ENUM type per vocabulary column
-        _account_rejects  rejected, and problems listed; reads files and line_map
-        _write_records    reads serving.rows (dropping later duplicates in it); detaches the
-                          serving file when the index is written, last"""
+        _sort_rows            files, line_map, problems (empty), previous; attaches the
+                              serving file and fills serving.rows, with an ENUM type per
+                              vocabulary column
+        _list_rule_problems   rejected, and the problems of its rows; reads files and line_map
+        _settle_records       deletes later duplicates and overlapping records from
+                              serving.rows, listing the overlaps' problems; reads files and
+                              line_map
+        _account_rejects      reads problems, files and line_map; writes rejects.csv
+        _write_records        reads serving.rows; detaches the serving file when the index is
+                              written, last"""
     version = work / "version"
     version.mkdir()
     con = duckdb.connect()
@@ -82,8 +87,10 @@ def build(
         _configure(con, work, memory_limit)
         build = _Build(con, version, files, [v.code for v in venues], version_id, created)
         rows_read, kept = _sort_rows(build, previous)
-        rejects = _account_rejects(build, rows_read, kept, strict)
-        duplicates, venue_counts = _write_records(build)
+        _list_rule_problems(build, rows_read, kept)
+        duplicates, overlapping = _settle_records(build)
+        rejects = _account_rejects(build, rows_read, kept - overlapping, strict)
+        venue_counts = _write_records(build)
     finally:
         con.close()
     _write_registry(version / "exchanges.parquet", venues)
@@ -138,15 +145,29 @@ def _sort_rows(build: _Build, previous: Path | None) -> tuple[int, int]:
     return sum(raw_rows.records.values()), kept
 
 
-def _account_rejects(build: _Build, rows_read: int, kept: int, strict: bool) -> _Rejects:
-    """List every problem of the rows not kept (reading only their files again), check that
-    they are all accounted for, and write `rejects.csv`; under `strict` any problem, and in any
-    case an input with no valid row, stops the build."""
-    con = build.con
+def _list_rule_problems(build: _Build, rows_read: int, kept: int) -> None:
+    """List every problem of the rows that broke a rule (reading only their files again)."""
     if kept < rows_read:
         _phase(f"listing the problems of {rows_read - kept:,} rejected rows")
-        rejected_files = write.files_with_rejects(con)
-        stage.list_problems(con, _raw_rows(build.files, rejected_files), build.codes)
+        rejected_files = write.files_with_rejects(build.con)
+        stage.list_problems(build.con, _raw_rows(build.files, rejected_files), build.codes)
+
+
+def _settle_records(build: _Build) -> tuple[int, int]:
+    """Collapse exact duplicates, then reject the records of a fee line that overlap in time;
+    returns the duplicates dropped and the records rejected."""
+    duplicates = write.delete_later_duplicates(build.con)
+    _phase("checking that no fee line has two records in force on one day")
+    overlapping = write.reject_overlaps(build.con)
+    if duplicates or overlapping:
+        write.compact(build.con, build.version)
+    return duplicates, overlapping
+
+
+def _account_rejects(build: _Build, rows_read: int, kept: int, strict: bool) -> _Rejects:
+    """Check that every row not kept has its problems listed, and write `rejects.csv`; under
+    `strict` any problem, and in any case an input with no valid row, stops the build."""
+    con = build.con
     per_file = {row[0]: (row[1], row[2]) for row in con.execute(stage.REJECT_COUNTS).fetchall()}
     rejects = _Rejects(
         per_file,
@@ -170,10 +191,9 @@ def _account_rejects(build: _Build, rows_read: int, kept: int, strict: bool) -> 
     return rejects
 
 
-def _write_records(build: _Build) -> tuple[int, dict[str, int]]:
-    """Collapse exact duplicates, then write the venue files, the rollups and the results
-    index; returns the duplicates dropped and the records per venue."""
-    duplicates = write.drop_later_duplicates(build.con, build.version)
+def _write_records(build: _Build) -> dict[str, int]:
+    """Write the venue files, the rollups and the results index; returns the records per
+    venue."""
     _phase("writing Parquet (a file per venue)")
     venue_counts = write.write_venue_files(build.con, build.version / "fees")
     _phase("counting the rollups")
@@ -182,7 +202,7 @@ def _write_records(build: _Build) -> tuple[int, dict[str, int]]:
     )
     _phase("writing the results index")
     serving.write_index(build.con, build.version)
-    return duplicates, venue_counts
+    return venue_counts
 
 
 def _configure(con: duckdb.DuckDBPyConnection, work: Path, memory_limit: str) -> None:

@@ -10,8 +10,10 @@ holds it to that.
             fees/exchange=<code>/*.parquet      the records (docs/dataset.md)
             exchanges.parquet                   the venue registry of this version
             rejects.csv                         the rows refused, and why
-            serving.duckdb                      table `rows`: the records, row-addressable
+            serving.duckdb                      table `rows`: the records, row-addressable;
+                                                `history`: the same in line order
             index/*.npy, index/codes.json       the results index (`CODE_TYPES`, `ingest.serving`)
+                                                and the line index (`LINE_FILES`)
             rollups/*.parquet                   discovery's counts (`ingest.rollups`)
 
 How each part is written lives with its writer (`ingest.publish`, `ingest.serving`,
@@ -54,11 +56,17 @@ CODE_TYPES: Final[dict[str, type[np.integer[Any]]]] = {
     "effective_end": np.int32,
     "version_id": np.uint16,
 }
+# The line index: `line_order`, every position in line order (line id, then effective start),
+# which is the order of the serving file's `history` table; `lines_hi` and `lines_lo`, each
+# line's id (the UUID's number, high and low 64 bits) in that order; `line_bounds`, where each
+# line's run begins in `line_order` and `history` (and, last, their length).
+LINE_FILES: Final = ("line_order", "lines_hi", "lines_lo", "line_bounds")
 NO_END: Final = np.iinfo(np.int32).max  # an effective_end that is still open
 NULL_RANK: Final = np.iinfo(np.uint32).max  # an amount that is not a plain money figure
 
 # The record id as the answers carry it: text (it is a UUID in the serving file).
 TEXT_ID: Final = "CAST(record_id AS VARCHAR)"
+LINE_TEXT: Final = "CAST(line_id AS VARCHAR)"  # the fee line's id, likewise
 
 
 def current_version_dir(data_dir: Path) -> Path | None:

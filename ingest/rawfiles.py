@@ -13,7 +13,13 @@ from pathlib import Path
 from typing import TextIO
 
 from ingest.errors import MalformedFile
-from ingest.schema import DETAIL_COLUMNS, RAW_COLUMNS, RAW_LAYOUTS, V1_RAW_COLUMNS
+from ingest.schema import (
+    DETAIL_COLUMNS,
+    PROVENANCE_COLUMNS,
+    RAW_COLUMNS,
+    RAW_LAYOUTS,
+    V1_RAW_COLUMNS,
+)
 
 CHUNK = 1 << 22
 
@@ -58,8 +64,9 @@ def check_header(path: Path, shown: str) -> tuple[str, ...]:
     raise MalformedFile(
         shown,
         1,
-        f"header must be exactly: {','.join(RAW_COLUMNS)} (or that of schema 2, which stops "
-        f"after {DETAIL_COLUMNS[-1]}, or of schema 1, after {V1_RAW_COLUMNS[-1]}); "
+        f"header must be exactly: {','.join(RAW_COLUMNS)} (or that of schema 3, which stops "
+        f"after {PROVENANCE_COLUMNS[-1]}, of schema 2, after {DETAIL_COLUMNS[-1]}, or of "
+        f"schema 1, after {V1_RAW_COLUMNS[-1]}); "
         f"{'; '.join(differences)}",
     )
 

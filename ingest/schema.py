@@ -9,7 +9,8 @@ from typing import Final
 
 # 2: the seven detail columns (`DETAIL_COLUMNS`), in the raw format and the Parquet.
 # 3: the three provenance columns (`PROVENANCE_COLUMNS`), likewise.
-SCHEMA_VERSION: Final = 3
+# 4: the fee line (`LINE_COLUMNS`): the optional raw `line_name`, and `line_id` in the Parquet.
+SCHEMA_VERSION: Final = 4
 
 # The raw columns of schema 1, which a raw file may still use as its header: its rows are read
 # with the detail columns empty, and keep the record ids they had (`ingest.stage.RECORD_ID`).
@@ -55,10 +56,22 @@ V2_RAW_COLUMNS: Final = (*V1_RAW_COLUMNS, *DETAIL_COLUMNS)
 # current layout; a file of an older layout has none, and its records say so with nulls.
 PROVENANCE_COLUMNS: Final = ("source_kind", "date_basis", "uncertain")
 
-RAW_COLUMNS: Final = (*V2_RAW_COLUMNS, *PROVENANCE_COLUMNS)
+V3_RAW_COLUMNS: Final = (*V2_RAW_COLUMNS, *PROVENANCE_COLUMNS)
 
-# The headers a raw file may have: the current columns, or those of schema 2 or 1.
-RAW_LAYOUTS: Final = (RAW_COLUMNS, V2_RAW_COLUMNS, V1_RAW_COLUMNS)
+# A fee line is one schedule item followed through time (`docs/raw-format.md`, "Fee lines"):
+# the records with the same values of these columns, where `label` is the row's `line_name`
+# when it gives one (to keep a line whose printed label changed) and its `fee_name` otherwise.
+# Its `line_id` is made from them (`ingest.stage.LINE_ID`); its records never overlap in time.
+LINE_NAME: Final = "line_name"
+# The classifying columns (`exchange` to `trade_type`: every raw column before the label),
+# the label, and the tier.
+CLASSIFYING: Final = V1_RAW_COLUMNS[: V1_RAW_COLUMNS.index("fee_name")]
+LINE_COLUMNS: Final = (*CLASSIFYING, "label", "volume_tier")
+
+RAW_COLUMNS: Final = (*V3_RAW_COLUMNS, LINE_NAME)
+
+# The headers a raw file may have: the current columns, or those of schema 3, 2 or 1.
+RAW_LAYOUTS: Final = (RAW_COLUMNS, V3_RAW_COLUMNS, V2_RAW_COLUMNS, V1_RAW_COLUMNS)
 
 REQUIRED: Final = frozenset(
     {
@@ -129,6 +142,7 @@ DATE_COLUMNS: Final = ("effective_start", "effective_end")
 # hive partition key, so it lives in the directory name rather than in the files.
 FEE_COLUMNS: Final[tuple[tuple[str, str], ...]] = (
     ("record_id", "VARCHAR"),
+    ("line_id", "VARCHAR"),
     ("exchange", "VARCHAR"),
     ("fee_type", "VARCHAR"),
     ("fee_category", "VARCHAR"),
@@ -138,6 +152,7 @@ FEE_COLUMNS: Final[tuple[tuple[str, str], ...]] = (
     ("symbol_type", "VARCHAR"),
     ("trade_type", "VARCHAR"),
     ("fee_name", "VARCHAR"),
+    ("line_name", "VARCHAR"),
     ("fee_amount", "VARCHAR"),
     ("amount", "DECIMAL(20,8)"),
     ("currency", "VARCHAR"),
@@ -165,6 +180,22 @@ FEE_COLUMNS: Final[tuple[tuple[str, str], ...]] = (
     ("source_line", "BIGINT"),
     ("version_id", "VARCHAR"),
     ("ingested_at", "TIMESTAMP WITH TIME ZONE"),
+)
+
+# The canonical units of a record's `amount` (`ingest.units` derives them; docs/raw-format.md,
+# "Amounts and units"). `other`: a figure whose basis no rule maps (its printed `fee_basis` says
+# what it is counted in).
+UNITS: Final = (
+    "per_share",
+    "per_contract",
+    "per_order",
+    "per_port",
+    "per_month",
+    "per_year",
+    "one_time",
+    "per_million_dollars_of_value",
+    "percent_of_value",
+    "other",
 )
 
 REGISTRY_COLUMNS: Final = ("code", "display_name", "aliases", "mic", "asset_classes")

@@ -27,6 +27,8 @@ from ingest.schema import (
     CLOSED_VALUES,
     DATE_COLUMNS,
     DETAIL_COLUMNS,
+    LINE_COLUMNS,
+    LINE_NAME,
     PROVENANCE_COLUMNS,
     RAW_COLUMNS,
     RAW_LAYOUTS,
@@ -103,11 +105,12 @@ def _none_of(columns: tuple[str, ...]) -> str:
     return " AND ".join(f"{name} IS NULL" for name in columns)
 
 
+# A row naming its line (`line_name`, schema 4) has a third array holding the name.
 RAW_JSON: Final = f"""CASE
     WHEN {_none_of((*DETAIL_COLUMNS, *PROVENANCE_COLUMNS))} THEN {V1_JSON}
     WHEN {_none_of(PROVENANCE_COLUMNS)} THEN {V1_JSON} || json_array({", ".join(DETAIL_COLUMNS)})
     ELSE {V1_JSON} || json_array({", ".join((*DETAIL_COLUMNS, *PROVENANCE_COLUMNS))})
-END"""
+END || CASE WHEN {LINE_NAME} IS NULL THEN '' ELSE CAST(json_array({LINE_NAME}) AS VARCHAR) END"""
 
 # Surrounding spaces are removed and an empty value becomes NULL (the reader already reads an
 # empty field as NULL). trim() removes only space separators, ASCII or not. A row none of whose
@@ -145,6 +148,12 @@ FROM (
 RECORD_ID: Final = f"""CAST(
     md5(CASE WHEN untouched THEN raw_json ELSE {RAW_JSON} END) AS UUID
 )"""
+
+# The line id (`schema.LINE_COLUMNS`): md5 of the JSON array of the line's values over the
+# trimmed row, held as a UUID like the record id.
+LINE_VALUES: Final = {"label": f"coalesce({LINE_NAME}, fee_name)"}
+LINE_JSON: Final = f"json_array({', '.join(LINE_VALUES.get(name, name) for name in LINE_COLUMNS)})"
+LINE_ID: Final = f"CAST(md5(CAST({LINE_JSON} AS VARCHAR)) AS UUID)"
 
 CREATE_TABLES: Final = """
 CREATE TABLE files (file_no INTEGER PRIMARY KEY, path VARCHAR NOT NULL, records BIGINT);

@@ -7,8 +7,8 @@ Run as::
 
 (``python -m ingest.synth`` is the same command) and it writes ``DIR/synth-0000.csv``,
 ``DIR/synth-0001.csv``, ... in the raw format of ``docs/raw-format.md``: the documented header
-on every file, every row valid under the documented rules, no two rows identical (``fee_name``
-carries the global row number).
+on every file, every row valid under the documented rules, no two rows identical, and the
+records of each fee line one at a time (``fee_name`` carries the line's number).
 
 All generation happens inside DuckDB: ``range()`` supplies the row numbers and every "random"
 choice is an integer hash of (row number, seed, column salt), so the same arguments give
@@ -22,9 +22,13 @@ The shape mimics real schedules, because date-filter and rollup benchmarks depen
   the rows of the last), and ``fee_type`` is only ever one of the venue's asset classes;
 * categories, actions and participants are skewed, not uniform; optional columns are
   sometimes empty; ``symbol_type``/``trade_type`` are filled almost only on option rows;
-* ``effective_start`` is one of 96 schedule boundaries (the first of each month 2019-01 to
-  2026-12, weighted towards recent months); ``effective_end`` is empty for ~30 % of rows and
-  otherwise the day before a later boundary (1 to 24 months later, at most 2026-12-31);
+* rows come as fee lines with histories: each line holds 1 to 8 consecutive rows (3.5 on
+  average), its records oldest first, a change every 2 to 4 months (the amount moves, or is
+  read again unchanged), a gap before ~10 % of later records, and the last record still in
+  force for 70 % of lines (~20 % of rows have no end);
+* dates sit on schedule boundaries, the first of each month from 2019-01 to 2027-12: a line
+  starts in one of the first 84 (weighted towards recent months) and each record ends the day
+  before a boundary; ~2 % of records start after 2026-11, the announced future changes;
 * amounts are printed as in real schedules (``$0.0030``, ``($0.0020)``, ``$1,500.00``) with
   ~5 % non-plain forms (``0.30% of TDV``, ``Free``, ``$0.10 - $0.25``);
 * some text fields contain commas or double quotes so CSV quoting is exercised;
@@ -59,6 +63,21 @@ SEED_MODULUS = 2**32
 
 FILE_NAME_PATTERN = re.compile(r"synth-\d{4}\.csv")
 
+# How a block of 8 rows is cut into fee lines: per pattern, the place in the block where the
+# line of the row at each place begins (lines of 8; 4 and 4; 2 and 6; ... records).
+SEGMENTS = (
+    (0, 0, 0, 0, 0, 0, 0, 0),
+    (0, 0, 0, 0, 4, 4, 4, 4),
+    (0, 0, 2, 2, 2, 2, 2, 2),
+    (0, 0, 0, 0, 0, 5, 5, 5),
+    (0, 1, 1, 1, 1, 1, 1, 1),
+    (0, 0, 0, 3, 3, 3, 6, 6),
+    (0, 0, 2, 2, 4, 4, 4, 4),
+    (0, 1, 2, 2, 2, 2, 2, 2),
+    (0, 0, 0, 0, 0, 0, 6, 7),
+    (0, 0, 0, 3, 3, 3, 3, 3),
+)
+
 # Hash helpers, created once per connection. synth_step is one round of a 32-bit
 # xor-shift-multiply mixer; every product stays below 2**32 * 73244475 < 2**63, so plain BIGINT
 # arithmetic never overflows and no floating point or random() is involved.
@@ -86,54 +105,86 @@ CREATE OR REPLACE TEMP TABLE synth_ids AS SELECT range AS i FROM range($start, $
 COPY_SQL = """
 COPY (
 WITH keyed AS (
-    SELECT i, (i * 2654435761 + $seed * 40503) % 4294967296 AS k
-    FROM synth_ids
-),
-drawn AS (
-    -- Six hashes per row; each yields several draws from disjoint decimal digit ranges,
-    -- which is independent enough for benchmark data and a third of the cost of one hash
-    -- per column.
+    -- Rows come in blocks of 8; each block is cut into fee lines by one of the patterns of
+    -- $segments (the place in the block where each row's line begins), so a line holds 1 to 8
+    -- consecutive rows: its records, oldest first. What a line is (venue, category, label,
+    -- tier, ...) is drawn from the line's key, what a record says (its amount's form and
+    -- figure, its dates, its notes) from the row's.
     SELECT
         i,
-        h1 % 1000000 AS u_venue,
-        h2 % 100 AS u_category,
-        (h2 // 100) % 100 AS u_action,
-        (h2 // 10000) % 100 AS u_participant,
-        (h2 // 1000000) % 100 AS u_label,
-        h3 % 100 AS u_symbol_class,
-        (h3 // 100) % 100 AS u_symbol_type,
-        (h3 // 10000) % 100 AS u_trade_type,
-        (h3 // 1000000) % 100 AS u_basis,
-        h4 % 100 AS u_form,
-        (h4 // 100) % 100 AS u_tier,
-        (h4 // 10000) % 100 AS u_conditions,
-        (h4 // 1000000) % 100 AS u_notes,
-        h5 % 1000000 AS u_figure,
-        (h5 // 1000000) % 2 = 0 AS u_rebate,
-        -- floor(sqrt(uniform on [0, 96^2))) has a density rising linearly with the boundary,
-        -- so recent schedules hold more rows than old ones, as in a growing archive. sqrt is
-        -- correctly rounded, so this is exact and platform-independent for integers < 9216.
-        floor(sqrt(h6 % 9216))::BIGINT AS start_boundary,
-        (h6 // 9216) % 100 AS u_open_ended,
-        (h6 // 921600) % 24 AS extra_months,
-        h7 % 100 AS u_action_details,
-        (h7 // 100) % 100 AS u_participant_details,
-        (h7 // 10000) % 100 AS u_volume_criteria,
-        (h7 // 1000000) % 100 AS u_symbols,
-        (h7 // 100000000) % 40 AS u_excluded,
-        h8 % 100 AS u_exclusions,
-        (h8 // 100) % 100 AS u_extra_info
+        block * 8 + first AS line,
+        i - (block * 8 + first) AS step,
+        -- the record is its line's last: the block ends, or the next row begins another line
+        place = 7 OR $segments[pattern + 1][place + 2] <> first AS last_of_line,
+        (i * 2654435761 + $seed * 40503) % 4294967296 AS k,
+        ((block * 8 + first) * 2654435761 + $seed * 40503 + 1) % 4294967296 AS lk,
+        ((i + 1) * 2654435761 + $seed * 40503) % 4294967296 AS next_k
+    FROM (
+        SELECT *, $segments[pattern + 1][place + 1] AS first
+        FROM (
+            SELECT
+                i,
+                i // 8 AS block,
+                i % 8 AS place,
+                synth_h(((i // 8) * 2654435761 + $seed * 40503 + 2) % 4294967296, 9)
+                    % len($segments) AS pattern
+            FROM synth_ids
+        )
+    )
+),
+drawn AS (
+    -- Hashes per line (l1-l5) and per row (h1-h3); each yields several draws from disjoint
+    -- decimal digit ranges, which is independent enough for benchmark data and a third of the
+    -- cost of one hash per column.
+    SELECT
+        i,
+        line,
+        step,
+        last_of_line,
+        l1 % 1000000 AS u_venue,
+        l2 % 100 AS u_category,
+        (l2 // 100) % 100 AS u_action,
+        (l2 // 10000) % 100 AS u_participant,
+        (l2 // 1000000) % 100 AS u_label,
+        l3 % 100 AS u_symbol_class,
+        (l3 // 100) % 100 AS u_symbol_type,
+        (l3 // 10000) % 100 AS u_trade_type,
+        (l3 // 1000000) % 100 AS u_basis,
+        l4 % 100 AS u_tier,
+        (l4 // 100) % 100 AS u_conditions,
+        (l4 // 10000) % 2 = 0 AS u_rebate,
+        -- the line's first figure; each later record moves it by 0 to 2 steps of its scale
+        (l4 // 100000) % 1000000 + CASE WHEN step > 0 THEN h2 % 3 ELSE 0 END AS u_figure,
+        -- floor(sqrt(uniform on [0, 84^2))) has a density rising linearly with the month, so
+        -- recent schedules hold more lines than old ones, as in a growing archive. sqrt is
+        -- correctly rounded, so this is exact and platform-independent for integers < 7056.
+        floor(sqrt(l5 % 7056))::BIGINT AS first_boundary,
+        (l5 // 7056) % 100 AS u_open_ended,
+        (l5 // 705600) % 24 AS extra_months,
+        h1 % 100 AS u_form,
+        (h1 // 100) % 100 AS u_notes,
+        (h1 // 10000) % 100 AS u_gap,
+        synth_h(k, 6) % 3 AS jitter,
+        synth_h(next_k, 6) % 3 AS next_jitter,
+        l6 % 100 AS u_action_details,
+        (l6 // 100) % 100 AS u_participant_details,
+        (l6 // 10000) % 100 AS u_volume_criteria,
+        (l6 // 1000000) % 100 AS u_symbols,
+        (l6 // 100000000) % 40 AS u_excluded,
+        l7 % 100 AS u_exclusions,
+        (l7 // 100) % 100 AS u_extra_info
     FROM (
         SELECT
-            i,
-            synth_h(k, 1) AS h1,
-            synth_h(k, 2) AS h2,
-            synth_h(k, 3) AS h3,
-            synth_h(k, 4) AS h4,
-            synth_h(k, 5) AS h5,
-            synth_h(k, 6) AS h6,
-            synth_h(k, 7) AS h7,
-            synth_h(k, 8) AS h8
+            *,
+            synth_h(lk, 1) AS l1,
+            synth_h(lk, 2) AS l2,
+            synth_h(lk, 3) AS l3,
+            synth_h(lk, 4) AS l4,
+            synth_h(lk, 5) AS l5,
+            synth_h(lk, 7) AS l6,
+            synth_h(lk, 8) AS l7,
+            synth_h(k, 4) AS h1,
+            synth_h(k, 5) AS h2
         FROM keyed
     )
 ),
@@ -239,12 +290,23 @@ classified AS (
     FROM venue
 ),
 dated AS (
+    -- A change every 2 to 4 months: a record starts 3 boundaries after the one before, give or
+    -- take its jitter, and ends the day before the next one starts, or a month earlier (a
+    -- gap, 10 %). A line's last record is still in force (70 %) or ends 1 to 24 months on.
+    -- Boundaries run to 2027-12, past today: the announced future changes.
     SELECT
         *,
-        synth_boundary(start_boundary) AS start_date,
+        synth_boundary(first_boundary + 3 * step + jitter) AS start_date,
         CASE
-            WHEN u_open_ended >= 30 THEN
-                synth_boundary(least(start_boundary + 1 + extra_months, 96)) - 1
+            WHEN NOT last_of_line THEN
+                synth_boundary(
+                    first_boundary + 3 * (step + 1) + next_jitter
+                        - CASE WHEN u_gap < 10 AND 2 + next_jitter > jitter THEN 1 ELSE 0 END
+                ) - 1
+            WHEN u_open_ended >= 70 THEN
+                synth_boundary(
+                    least(first_boundary + 3 * step + jitter + 1 + extra_months, 108)
+                ) - 1
         END AS end_date
     FROM classified
 )
@@ -280,7 +342,7 @@ SELECT
         WHEN 'legal_regulatory_fee' THEN
             ['Section 31 Fee', 'Options Regulatory Fee', 'CAT Fee'][1 + u_label % 3]
         ELSE ['Billing Dispute Filing', 'Late Payment Charge'][1 + u_label % 2]
-    END || ' #' || i AS fee_name,
+    END || ' #' || line AS fee_name,
     -- u_form < 5: the ~5 % of lines that are not a plain money figure.
     CASE
         WHEN u_form < 2 THEN '0.' || lpad((5 + u_figure % 91)::VARCHAR, 2, '0') || '% of TDV'
@@ -365,7 +427,8 @@ SELECT
     END AS extra_info,
     'illustrative' AS source_kind,
     NULL AS date_basis,
-    'false' AS uncertain
+    'false' AS uncertain,
+    NULL AS line_name
 FROM dated
 -- Explicit order by the row number keeps files byte-identical with any thread count.
 ORDER BY i
@@ -436,6 +499,7 @@ def write_file(
             "codes": [venue.code for venue in venues],
             "fee_types": [venue.fee_type for venue in venues],
             "names": [venue.display_name for venue in venues],
+            "segments": [list(pattern) for pattern in SEGMENTS],
             "path": str(partial),
         },
     )

@@ -20,41 +20,27 @@ from typing import Final
 
 import duckdb
 
-from ingest.layout import SERVING_FILE, TEXT_ID, sql_string
-from ingest.schema import FEE_COLUMNS, VOCABULARIES
+from ingest.layout import LINE_TEXT, SERVING_FILE, TEXT_ID, sql_string
+from ingest.schema import FEE_COLUMNS, RAW_COLUMNS, VOCABULARIES
 from ingest.serving import DETACH, RECORDS, attach
-from ingest.stage import BROKEN, RECORD_ID, TRIMMED_ROWS, RawRows, allowed_values, rule_parameters
-
-# A plain money figure: `$0.0030`, `($0.0020)`, `-$0.25`, `$1,500.00` (docs/raw-format.md).
-MONEY: Final = r"(?:[0-9]{1,3}(?:,[0-9]{3})+|[0-9]{1,12})(?:\.[0-9]{1,8})?"
-PLAIN_MONEY: Final = rf"\(\${MONEY}\)|-?\${MONEY}"
-
-# `plain` (is the printed amount a plain money figure?) is computed once per row, below.
-AMOUNT: Final = f"""CASE WHEN plain THEN
-    CAST(
-        CASE WHEN fee_amount[1] IN ('(', '-') THEN -1 ELSE 1 END
-        * CAST(replace(regexp_extract(fee_amount, '{MONEY}'), ',', '') AS DECIMAL(20, 8))
-        AS DECIMAL(20, 8)
-    )
-END"""
-
-# The normalised unit of a plain amount's printed basis: lower case, each run of other
-# characters one `_`. Most bases are already lower-case words between single spaces, and for
-# them that is a plain replace: testing for it first costs less than the general rewrite
-# (5M rows: 0.38 s against 0.65 s).
-NORMALISED: Final = r"[a-z0-9%]+(?: [a-z0-9%]+)*"
-UNIT: Final = f"""CASE WHEN plain THEN
-    CASE WHEN regexp_full_match(fee_basis, '{NORMALISED}') THEN replace(fee_basis, ' ', '_')
-    ELSE nullif(trim(regexp_replace(lower(fee_basis), '[^a-z0-9%]+', '_', 'g'), '_'), '') END
-END"""
+from ingest.stage import (
+    BROKEN,
+    LINE_ID,
+    RECORD_ID,
+    TRIMMED_ROWS,
+    RawRows,
+    allowed_values,
+    rule_parameters,
+)
+from ingest.units import AMOUNT, CURRENCY, FORM, UNIT
 
 # What each published column is made of; columns not listed are copied as they are. The sorted
 # table keeps `record_id` as a 16-byte UUID (it sorts in the same order as its text, and the
 # sort carrying it was 2.3 s faster at 5M rows than one carrying 36-character text); the
-# Parquet files and every answer hold its text (`SELECT_VENUE`, `TEXT_ID`).
+# Parquet files and every answer hold its text (`SELECT_VENUE`, `TEXT_ID`). `line_id` likewise.
 DERIVED: Final = {
     "amount": AMOUNT,
-    "currency": "CASE WHEN plain THEN 'USD' END",
+    "currency": CURRENCY,
     "unit": UNIT,
     "effective_start": "CAST(effective_start AS DATE)",
     "effective_end": "CAST(effective_end AS DATE)",
@@ -103,9 +89,13 @@ SORT_RECORDS: Final = f"""
 CREATE TABLE {RECORDS} AS
 SELECT {PUBLISHED_COLUMNS}
 FROM (
-    SELECT {SORTED_COLUMNS}, file_no, ordinal, plain
+    SELECT {SORTED_COLUMNS}, file_no, ordinal, form
     FROM (
-        SELECT *, {RECORD_ID} AS record_id, regexp_full_match(fee_amount, '{PLAIN_MONEY}') AS plain
+        SELECT
+            *,
+            {RECORD_ID} AS record_id,
+            {LINE_ID} AS line_id,
+            {FORM} AS form
         FROM ({TRIMMED_ROWS})
         WHERE NOT ({BROKEN})
     ) AS located
@@ -205,33 +195,100 @@ DELETE_LATER_DUPLICATES: Final = (
     f"DELETE FROM {RECORDS} WHERE rowid IN (SELECT position FROM ({LATER_DUPLICATES}))"
 )
 
-# A plain scan keeps the table's order (and skips deleted rows), so the copy's rowids are again
-# the records' positions, with no gaps.
-COPY_FIRSTS: Final = f"CREATE TABLE firsts.rows AS SELECT * FROM {RECORDS}"
-FIRSTS_FILE: Final = "firsts.duckdb"
 
-
-def drop_later_duplicates(con: duckdb.DuckDBPyConnection, version: Path) -> int:
-    """Collapse exact duplicates to their first row; returns how many rows were dropped.
-
-    A table's rowids must stay its positions, which a delete leaves with gaps, so the rows left
-    are then copied, in order, into a new serving file that replaces the old one (a copy inside
-    the same file would leave the old table's blocks behind as dead space)."""
+def delete_later_duplicates(con: duckdb.DuckDBPyConnection) -> int:
+    """Collapse exact duplicates to their first row; returns how many rows were deleted."""
     [(duplicates,)] = con.execute(DUPLICATES).fetchall()
     if duplicates:
         con.execute(DELETE_LATER_DUPLICATES)
-        firsts = version / FIRSTS_FILE
-        con.execute(f"ATTACH {sql_string(str(firsts))} AS firsts")
-        con.execute(COPY_FIRSTS)
-        con.execute("DETACH firsts")
-        con.execute(DETACH)
-        os.replace(firsts, version / SERVING_FILE)
-        attach(con, version)
     return int(duplicates)
 
 
+# Two records of one fee line in force on the same day (docs/raw-format.md, "Fee lines"). In
+# each line's order (start, then record id), a record overlaps an earlier one exactly when it
+# starts on or before the latest end among them; it is paired with the record holding that end
+# (the first such, for a stable answer). Every record that overlaps another is in some pair.
+OPEN_END: Final = "coalesce(effective_end, DATE '9999-12-31')"
+CREATE_OVERLAPS: Final = f"""
+CREATE TABLE overlap_pairs AS
+SELECT position, latest AS other
+FROM (
+    SELECT
+        rowid AS position,
+        effective_start,
+        max({OPEN_END}) OVER earlier AS latest_end,
+        arg_max(rowid, {{'end': {OPEN_END}, 'first': -rowid}}) OVER earlier AS latest
+    FROM {RECORDS}
+    WINDOW earlier AS (
+        PARTITION BY line_id ORDER BY effective_start, record_id
+        ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING
+    )
+)
+WHERE effective_start <= latest_end
+"""
+
+# Each record of a pair is a problem naming the other, at its raw file and line (the problems
+# table is keyed by file number and ordinal: `ingest.stage.CREATE_TABLES`).
+LIST_OVERLAPS: Final = f"""
+INSERT INTO problems
+SELECT
+    files.file_no,
+    coalesce(line_map.ordinal, records.source_line - 1),
+    $column_no,
+    'effective_start',
+    strftime(records.effective_start, '%Y-%m-%d'),
+    'overlaps ' || others.source_file || ', line ' || others.source_line
+        || ' (the same fee line, in force ' || strftime(others.effective_start, '%Y-%m-%d')
+        || ' to ' || coalesce(strftime(others.effective_end, '%Y-%m-%d'), 'no end') || ')'
+FROM (
+    SELECT position, other FROM overlap_pairs UNION ALL SELECT other, position FROM overlap_pairs
+) AS pairs
+JOIN {RECORDS} AS records ON records.rowid = pairs.position
+JOIN {RECORDS} AS others ON others.rowid = pairs.other
+JOIN files ON files.path = records.source_file
+LEFT JOIN line_map
+    ON line_map.file_no = files.file_no AND line_map.line = records.source_line
+"""
+OVERLAPPING: Final = "SELECT position FROM overlap_pairs UNION SELECT other FROM overlap_pairs"
+COUNT_OVERLAPPING: Final = f"SELECT count(*) FROM ({OVERLAPPING})"
+DELETE_OVERLAPPING: Final = f"DELETE FROM {RECORDS} WHERE rowid IN ({OVERLAPPING})"
+
+
+def reject_overlaps(con: duckdb.DuckDBPyConnection) -> int:
+    """List a problem for each record in force on a day another record of its line is, and
+    delete them all (which of two is right is not the ingest's to guess); returns how many."""
+    con.execute(CREATE_OVERLAPS)
+    [(overlapping,)] = con.execute(COUNT_OVERLAPPING).fetchall()
+    if overlapping:
+        con.execute(LIST_OVERLAPS, {"column_no": RAW_COLUMNS.index("effective_start")})
+        con.execute(DELETE_OVERLAPPING)
+    con.execute("DROP TABLE overlap_pairs")
+    return int(overlapping)
+
+
+# A plain scan keeps the table's order (and skips deleted rows), so the copy's rowids are again
+# the records' positions, with no gaps.
+COPY_KEPT: Final = f"CREATE TABLE kept.rows AS SELECT * FROM {RECORDS}"
+KEPT_FILE: Final = "kept.duckdb"
+
+
+def compact(con: duckdb.DuckDBPyConnection, version: Path) -> None:
+    """Make the positions of the records left after deletes contiguous again.
+
+    A table's rowids must stay its positions, which a delete leaves with gaps, so the rows left
+    are copied, in order, into a new serving file that replaces the old one (a copy inside the
+    same file would leave the old table's blocks behind as dead space)."""
+    kept = version / KEPT_FILE
+    con.execute(f"ATTACH {sql_string(str(kept))} AS kept")
+    con.execute(COPY_KEPT)
+    con.execute("DETACH kept")
+    con.execute(DETACH)
+    os.replace(kept, version / SERVING_FILE)
+    attach(con, version)
+
+
 SELECT_VENUE: Final = f"""
-SELECT * EXCLUDE (exchange) REPLACE ({TEXT_ID} AS record_id)
+SELECT * EXCLUDE (exchange) REPLACE ({TEXT_ID} AS record_id, {LINE_TEXT} AS line_id)
 FROM {RECORDS}
 WHERE exchange = $exchange
 """

@@ -199,7 +199,7 @@ def indexed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Indexed]:
     carry two version ids (shared by the tests that compare fast paths with plain SQL)."""
     root = tmp_path_factory.mktemp("indexed")
     raw, data = root / "raw", root / "data"
-    synth.generate(rows=12_000, out=raw, registry=REGISTRY, rows_per_file=5_000)
+    synth.generate(rows=24_000, out=raw, registry=REGISTRY, rows_per_file=10_000)
     first = run_ingest(raw, data, registry=REGISTRY)
     shutil.copytree(FIXTURES / "raw", raw / "fixtures")
     second = run_ingest(raw, data, registry=REGISTRY)

@@ -155,7 +155,7 @@ def extra_venue(version_dir: Path) -> None:
         (miscount, "nasdaq (8 records, manifest 9)"),
         (drop_venue, "memx (0 records, manifest 3)"),
         (extra_venue, "iex (3 records, manifest 0)"),
-        (older_schema, "written for schema 1, this service reads schema 3: run `fees ingest`"),
+        (older_schema, "written for schema 1, this service reads schema 4: run `fees ingest`"),
         (drop_serving_copy, "serving.duckdb is missing"),
         (drop_index, "index is missing"),
         (lambda version_dir: truncate(version_dir / "fees" / "exchange=memx" / "data_0.parquet"),

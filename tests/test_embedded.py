@@ -2,6 +2,8 @@
 by building and ingesting them."""
 
 import filecmp
+from datetime import date
+from decimal import Decimal
 from pathlib import Path
 
 import pytest
@@ -129,8 +131,27 @@ def test_a_market_wide_fee_is_repeated_on_the_venues_of_its_class_with_facts_of_
         ([fact("lse")], "facts.csv names venues missing from the registry: ['lse']"),
         ([fact("nyse"), fact("nyse")], "nyse: facts.csv holds the same line twice"),
         ([fact("nyse"), fact("@equity", "option")], "@equity fee: @equity with a option fee"),
+        (
+            [
+                fact("nyse", effective_start="2020-01-02"),
+                fact("nyse", fee_amount="$1", effective_start="2020-01-02"),
+            ],
+            "nyse: 'nyse fee' from 2020-01-02: two records of one line start on the same day",
+        ),
+        (
+            [
+                fact("nyse", effective_start="2020-01-02", effective_end="2020-12-31"),
+                fact(
+                    "nyse",
+                    fee_amount="$1",
+                    effective_start="2020-06-01",
+                    effective_end="2020-06-30",
+                ),
+            ],
+            "nyse: 'nyse fee' from 2020-06-01: ending the earlier record would drop days",
+        ),
     ],
-    ids=["unknown-venue", "twice", "class-mismatch"],
+    ids=["unknown-venue", "twice", "class-mismatch", "same-start", "would-drop-days"],
 )
 def test_facts_that_cannot_be_published_stop_the_build(
     facts: list[dict[str, str]], message: str
@@ -138,3 +159,48 @@ def test_facts_that_cannot_be_published_stop_the_build(
     with pytest.raises(ValueError) as caught:
         embedded.build(facts, {"nyse": {"equity"}})
     assert str(caught.value) == message
+
+
+def test_a_reading_still_open_when_its_line_s_next_one_starts_ends_the_day_before() -> None:
+    built = embedded.build(
+        [
+            fact("nyse", fee_amount="$3", effective_start="2022-03-01", date_basis="stated"),
+            fact("nyse", fee_amount="$1", effective_start="2020-01-02", date_basis="stated",
+                 notes="from the alert"),
+            fact("nyse", fee_amount="$2", effective_start="2021-06-01", effective_end="2022-12-31",
+                 date_basis="observed"),
+            fact("nyse", fee_name="Another line", effective_start="2020-06-01"),
+        ],
+        {"nyse": {"equity"}},
+    )  # fmt: skip
+    rows = {(row["fee_name"], row["fee_amount"]): row for row in built["nyse"]}
+    first, second, third = (rows["nyse fee", amount] for amount in ("$1", "$2", "$3"))
+    assert (first["effective_end"], first["date_basis"]) == ("2021-05-31", "derived")
+    assert first["notes"] == (
+        "from the alert; end: the day before this line's next record ($2 from 2021-06-01)"
+    )
+    # an observed row stays observed; a stated end reaching into the next record is cut too
+    assert (second["effective_end"], second["date_basis"]) == ("2022-02-28", "observed")
+    assert (third["effective_end"], third["date_basis"]) == ("", "stated")
+    assert rows["Another line", ""]["effective_end"] == ""
+
+
+def test_a_real_rate_change_is_one_line_with_its_before_and_after(version: IngestResult) -> None:
+    """MEMX Trader Alert 21-37 cut the rebate for adding displayed liquidity (fee codes B, D
+    and J) from $0.0028 to $0.0022 a share from January 3, 2022: one fee line holds both
+    records, one ending the day before the other starts."""
+    history = query(
+        version,
+        """SELECT fee_amount, amount, unit, effective_start, effective_end, source_url
+           FROM fees WHERE line_id = '0a646fbc-9774-935f-b982-3acd4ff31ed1'
+           ORDER BY effective_start""",
+    )
+    before, after = (row for row in history if str(row[3]) in ("2021-09-01", "2022-01-03"))
+    assert before[:5] == ("($0.0028)", Decimal("-0.0028"), "per_share", date(2021, 9, 1),
+                          date(2022, 1, 2))  # fmt: skip
+    assert after[:5] == ("($0.0022)", Decimal("-0.0022"), "per_share", date(2022, 1, 3),
+                         date(2022, 5, 31))  # fmt: skip
+    assert after[5] == (
+        "https://info.memxtrading.com/trader-alert-21-37-fee-schedule-update-effective-january-3-2022/"
+    )
+    assert len(history) == 6

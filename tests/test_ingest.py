@@ -69,6 +69,7 @@ def test_round_trip_keeps_every_value_and_derives_columns(fixture_version: Inges
         # a schema 1 file (no detail or provenance columns): read with them empty
         **dict.fromkeys(DETAIL_COLUMNS),
         **dict.fromkeys(PROVENANCE_COLUMNS),
+        "line_name": None,
     }
     assert (first["amount"], first["currency"], first["unit"]) == (
         Decimal("-0.0012"),
@@ -146,7 +147,7 @@ def test_manifest_counts_rows_rejects_and_duplicates(fixture_version: IngestResu
         "problems": 9,
         "duplicates": 1,
         "venues": {"memx": 3, "nasdaq": 8, "nyse": 2},
-        "schema_version": 3,
+        "schema_version": 4,
     }  # fmt: skip
     assert [(f["path"], f["rejected_rows"]) for f in manifest["files"]] == [
         ("bad_rows.csv", 5),
@@ -161,16 +162,30 @@ def test_manifest_counts_rows_rejects_and_duplicates(fixture_version: IngestResu
     ("printed", "basis", "amount", "currency", "unit"),
     [
         ("$0.0030", "per share", Decimal("0.0030"), "USD", "per_share"),
-        ("($0.0020)", "Per Share", Decimal("-0.0020"), "USD", "per_share"),
-        ("-$0.25", "per contract", Decimal("-0.25"), "USD", "per_contract"),
-        ("$1,500.00", "per port, per month", Decimal("1500.00"), "USD", "per_port_per_month"),
-        ("$27.80", "per $1M of sales", Decimal("27.80"), "USD", "per_1m_of_sales"),
-        ("$0.0030", "per  share", Decimal("0.0030"), "USD", "per_share"),
-        ("$0.05", "per 1% of volume", Decimal("0.05"), "USD", "per_1%_of_volume"),
-        ("$0.05", "per contract \u00d72", Decimal("0.05"), "USD", "per_contract_2"),
-        ("$0.00000001", "", Decimal("0.00000001"), "USD", None),
+        ("($0.0020)", "Per Share Executed", Decimal("-0.0020"), "USD", "per_share"),
+        ("$0.0001", "per executed equivalent share", Decimal("0.0001"), "USD", "per_share"),
+        ("-$0.25", "per contract side", Decimal("-0.25"), "USD", "per_contract"),
+        ("$0.05", "per executed contract", Decimal("0.05"), "USD", "per_contract"),
+        ("$0.01", "per order", Decimal("0.01"), "USD", "per_order"),
+        ("$1,500.00", "per port, per month", Decimal("1500.00"), "USD", "per_port"),
+        ("$450", "per port per month per mnemonic", Decimal("450"), "USD", "per_port"),
+        ("$500.00", "per user per month", Decimal("500.00"), "USD", "per_month"),
+        ("$2,000", "per Trading Permit per year (payable monthly)", Decimal("2000"), "USD",
+         "per_year"),
+        ("$100.00", "per member (one-time)", Decimal("100.00"), "USD", "one_time"),
+        ("$20,000.00", "per calendar year", Decimal("20000.00"), "USD", "per_year"),
+        ("$27.80", "per $1M of sales", Decimal("27.80"), "USD", "per_million_dollars_of_value"),
+        ("$5,000.00", "per month cap", Decimal("5000.00"), "USD", "other"),
+        ("$25.00", "maximum per execution", Decimal("25.00"), "USD", "other"),
+        ("$75", "per day of historical data purchased", Decimal("75"), "USD", "other"),
+        ("$0.00000001", "", Decimal("0.00000001"), "USD", "other"),
         ("$0.000000001", "per share", None, None, None),
-        ("0.30% of TDV", "", None, None, None),
+        ("0.30% of TDV", "", Decimal("0.30"), None, "percent_of_value"),
+        ("(0.075%)", "of total dollar value", Decimal("-0.075"), None, "percent_of_value"),
+        ("-0.05%", "of notional value", Decimal("-0.05"), None, "percent_of_value"),
+        ("25%", "discount on order entry port fees", Decimal("25"), None, "other"),
+        ("(0.10%", "of total dollar value", None, None, None),
+        ("1000%", "", None, None, None),
         ("$0.10 - $0.25", "per contract", None, None, None),
         ("Free", "", None, None, None),
         ("$1,50.00", "", None, None, None),
@@ -178,8 +193,8 @@ def test_manifest_counts_rows_rejects_and_duplicates(fixture_version: IngestResu
         ("0.0030", "per share", None, None, None),
     ],
     ids=lambda value: str(value),
-)
-def test_amount_is_parsed_only_from_plain_money(
+)  # fmt: skip
+def test_amount_and_unit_follow_the_documented_rules(
     tmp_path: Path, printed: str, basis: str, amount: object, currency: object, unit: object
 ) -> None:
     write_raw(tmp_path / "raw" / "one.csv", [fee_row(fee_amount=printed, fee_basis=basis)])
@@ -191,6 +206,90 @@ def test_amount_is_parsed_only_from_plain_money(
         currency,
         unit,
     )
+
+
+def documented_line_id(row: dict[str, str]) -> str:
+    """docs/raw-format.md, "Fee lines": md5 of the JSON array of the line's ten values."""
+    label = row.get("line_name") or row["fee_name"]
+    names = ("exchange", "fee_type", "fee_category", "action", "participant",
+             "symbol_classification", "symbol_type", "trade_type")  # fmt: skip
+    values = [row.get(name) or None for name in names] + [label, row.get("volume_tier") or None]
+    text = json.dumps(values, separators=(",", ":"), ensure_ascii=False)
+    return str(uuid.UUID(hashlib.md5(text.encode()).hexdigest()))
+
+
+def test_a_fee_line_keeps_its_id_through_new_rates_and_a_renamed_label(tmp_path: Path) -> None:
+    first = fee_row(effective_end="2021-05-31")
+    rows = [
+        first,
+        fee_row(fee_amount="($0.0015)", effective_start="2021-06-01", source_kind="secondary",
+                effective_end="2022-02-28"),
+        # the schedule renamed the line: `line_name` keeps it on the line
+        fee_row(fee_name="Adding displayed liquidity", line_name="Adding credit",
+                fee_amount="($0.0016)", effective_start="2022-03-01"),
+        fee_row(volume_tier="Tier 1"),  # another tier: another line
+        fee_row(fee_name="Adding credit, sub-dollar", fee_amount="(0.05%)"),  # another label
+    ]  # fmt: skip
+    write_raw(tmp_path / "raw" / "one.csv", rows)
+    records = read_fees(ingest(tmp_path / "raw", tmp_path / "data").version_dir)
+    ids = [record["line_id"] for record in records]
+    assert ids[0] == ids[1] == ids[2] == documented_line_id(first)
+    assert ids[3] == documented_line_id(rows[3]) and ids[4] == documented_line_id(rows[4])
+    assert len({ids[0], ids[3], ids[4]}) == 3
+    assert records[2]["line_name"] == "Adding credit"
+    assert records[2]["fee_name"] == "Adding displayed liquidity"
+
+
+def test_records_of_one_line_in_force_on_one_day_are_all_rejected_naming_each_other(
+    tmp_path: Path,
+) -> None:
+    rows = [
+        fee_row(effective_end="2020-12-31"),  # line 2: overlaps line 4
+        fee_row(fee_amount="($0.0015)", effective_start="2021-06-01"),  # line 3: overlaps 5
+        fee_row(fee_amount="($0.0014)", effective_start="2020-06-01",
+                effective_end="2021-01-31"),  # line 4
+        fee_row(fee_amount="($0.0016)", effective_start="2024-01-01"),  # line 5: after line 3
+        fee_row(effective_start="2019-01-01", effective_end="2020-01-02"),  # line 6: one day
+        fee_row(fee_name="Other line", effective_start="2020-06-01"),  # line 7: its own line
+        fee_row(fee_name="Other line", effective_start="2020-06-01"),  # an exact duplicate
+    ]  # fmt: skip
+    write_raw(tmp_path / "raw" / "one.csv", rows)
+    result = ingest(tmp_path / "raw", tmp_path / "data")
+    kept = read_fees(result.version_dir)
+    assert [record["source_line"] for record in kept] == [7]
+    assert (result.rejected_rows, result.duplicates) == (5, 1)
+    reasons = {(reject["line"], reject["reason"]) for reject in read_rejects(result.version_dir)}
+    assert all(reject["column"] == "effective_start" for reject in read_rejects(result.version_dir))
+    fmt = "overlaps one.csv, line {} (the same fee line, in force {} to {})"
+    assert reasons == {
+        ("2", fmt.format(6, "2019-01-01", "2020-01-02")),
+        ("6", fmt.format(2, "2020-01-02", "2020-12-31")),
+        ("2", fmt.format(4, "2020-06-01", "2021-01-31")),
+        ("4", fmt.format(2, "2020-01-02", "2020-12-31")),
+        ("5", fmt.format(3, "2021-06-01", "no end")),
+        ("3", fmt.format(5, "2024-01-01", "no end")),
+    }
+
+
+def test_adjacent_periods_of_a_line_are_not_an_overlap_and_strict_refuses_one(
+    tmp_path: Path,
+) -> None:
+    write_raw(
+        tmp_path / "raw" / "one.csv",
+        [fee_row(effective_end="2020-12-31"), fee_row(effective_start="2021-01-01")],
+    )
+    assert ingest(tmp_path / "raw", tmp_path / "data", strict=True).rejected_rows == 0
+    # blank lines before the rows: the problem still names the physical lines
+    (tmp_path / "raw" / "one.csv").write_text(
+        (tmp_path / "raw" / "one.csv").read_text().replace("\n", "\n\n", 1)
+    )
+    write_raw(tmp_path / "raw" / "two.csv", [fee_row(effective_start="2020-12-31")])
+    with pytest.raises(
+        RowsRejected,
+        match=r"one\.csv, line 3, effective_start = '2020-01-02': "
+        r"overlaps two\.csv, line 2 \(the same fee line, in force 2020-12-31",
+    ):
+        ingest(tmp_path / "raw", tmp_path / "data", strict=True)
 
 
 def test_record_ids_are_stable_across_runs_files_and_directories(tmp_path: Path) -> None:
@@ -248,8 +347,8 @@ def test_strict_mode_leaves_the_previous_version_current(raw_dir: Path, tmp_path
 
 HEADER = ",".join(RAW_COLUMNS)
 HEADER_RULE = (
-    f"header must be exactly: {HEADER} (or that of schema 2, which stops after extra_info, "
-    "or of schema 1, after page_number)"
+    f"header must be exactly: {HEADER} (or that of schema 3, which stops after uncertain, "
+    "of schema 2, after extra_info, or of schema 1, after page_number)"
 )
 V1_LINE = "nyse,equity,fees_and_rebates,make,all,,,,Credit,$0.10,per share,,,,2020-01-02,,Doc,,1"
 GOOD_LINE = V1_LINE + "," * (len(RAW_COLUMNS) - len(V1_RAW_COLUMNS))
@@ -270,15 +369,15 @@ GOOD_LINE = V1_LINE + "," * (len(RAW_COLUMNS) - len(V1_RAW_COLUMNS))
         ),
         (
             f"{HEADER}\n{GOOD_LINE}\n{GOOD_LINE},extra\n".encode(),
-            "malformed file bad.csv, line 3: expected 29 fields, found 30",
+            "malformed file bad.csv, line 3: expected 30 fields, found 31",
         ),
         (
             f"{HEADER}\n\n{GOOD_LINE}\nnyse,equity\n".encode(),
-            "malformed file bad.csv, line 4: expected 29 fields, found 2",
+            "malformed file bad.csv, line 4: expected 30 fields, found 2",
         ),
         (
             f"{','.join(V1_RAW_COLUMNS)}\n{GOOD_LINE}SPY\n".encode(),
-            "malformed file bad.csv, line 2: expected 19 fields, found 29",
+            "malformed file bad.csv, line 2: expected 19 fields, found 30",
         ),
         (
             f"{HEADER}\n{GOOD_LINE}\n".encode() + b"nyse,\xff\xfe" + GOOD_LINE[5:].encode(),
@@ -397,7 +496,7 @@ def test_if_stale_publishes_only_when_nothing_servable_is_current(
     assert main(["--raw", str(tmp_path / "embedded"), *args]) == 0
     assert layout.current_version_dir(data) == mine
     assert capsys.readouterr().out == (
-        f"a version of schema 3 is current (--if-stale): version {mine.name} is current; "
+        f"a version of schema 4 is current (--if-stale): version {mine.name} is current; "
         "nothing published\n"
     )
     manifest = layout.read_manifest(mine)
@@ -440,9 +539,9 @@ def test_each_venue_file_is_in_publishing_order(tmp_path: Path) -> None:
 
 def test_lines_rejects_and_duplicates_hold_across_many_batches(tmp_path: Path) -> None:
     """Rows are numbered by a one-thread reader in Arrow batches of 122,880; rejected and
-    duplicate rows are dealt with after the sort. Synthetic fee names end in `#<row number>`,
-    so every record's line can be checked, and the serving table must stay gapless and in
-    order."""
+    duplicate rows are dealt with after the sort. Synthetic notes, where a row has them, name
+    its row number (`Synthetic row <n>`), so those records' lines can be checked, and the
+    serving table must stay gapless and in order."""
     raw = tmp_path / "raw"
     synth.generate(
         rows=300_000, out=raw, registry=REPO / "data" / "exchanges.csv", rows_per_file=150_000
@@ -456,16 +555,17 @@ def test_lines_rejects_and_duplicates_hold_across_many_batches(tmp_path: Path) -
     assert [r["line"] for r in read_rejects(version.version_dir)] == ["4002"]
     con = duckdb.connect()
     con.execute(f"ATTACH '{version.version_dir / 'serving.duckdb'}' AS serving (READ_ONLY)")
-    [(count, last, unordered, wrong_lines, from_again)] = con.execute(
+    [(count, last, unordered, wrong_lines, checked, from_again)] = con.execute(
         """
         SELECT
             count(*),
             max(rowid),
             count(*) FILTER (WHERE (exchange, fee_type, effective_start, record_id) < previous),
             count(*) FILTER (
-                WHERE source_line <> CAST(regexp_extract(fee_name, '#([0-9]+)$', 1) AS BIGINT)
+                WHERE source_line <> CAST(regexp_extract(notes, 'row ([0-9]+);', 1) AS BIGINT)
                     + 2 - 150000 * CAST(source_file > $first AS INTEGER)
             ),
+            count(notes),
             count(*) FILTER (WHERE source_file = 'zz-again.csv')
         FROM (
             SELECT *, rowid, lag((exchange, fee_type, effective_start, record_id))
@@ -476,6 +576,7 @@ def test_lines_rejects_and_duplicates_hold_across_many_batches(tmp_path: Path) -
         {"first": first.name},
     ).fetchall()
     assert (count, last, unordered, wrong_lines, from_again) == (300_000, 299_999, 0, 0, 0)
+    assert checked > 60_000
 
 
 def content_text(values: list[str | None]) -> str:

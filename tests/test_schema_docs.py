@@ -3,7 +3,8 @@
 import re
 from pathlib import Path
 
-from ingest.schema import FEE_COLUMNS, RAW_COLUMNS, REQUIRED, VOCABULARIES
+from ingest.schema import FEE_COLUMNS, RAW_COLUMNS, REQUIRED, UNITS, VOCABULARIES
+from ingest.units import MONEY_RULES
 
 DOCS = Path(__file__).parent.parent / "docs"
 
@@ -43,3 +44,11 @@ def test_raw_format_page_lists_every_vocabulary_value() -> None:
 def test_dataset_page_lists_every_published_column_with_its_type() -> None:
     rows = table_rows("dataset.md")
     assert [(name, rows[name][1]) for name, _ in FEE_COLUMNS] == list(FEE_COLUMNS)
+
+
+def test_raw_format_page_lists_the_unit_rules_in_their_order() -> None:
+    text = (DOCS / "raw-format.md").read_text(encoding="utf-8")
+    section = text.split("## Amounts and units", 1)[1].split("\n## ", 1)[0]
+    listed = re.findall(r"^\| `([a-z_]+)` \|", section, flags=re.MULTILINE)
+    assert listed == [unit for unit, _ in MONEY_RULES] + ["percent_of_value"]
+    assert set(listed) == set(UNITS)

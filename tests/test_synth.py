@@ -2,6 +2,7 @@
 
 import csv
 import datetime
+import itertools
 import re
 import subprocess
 import sys
@@ -181,7 +182,7 @@ def test_smaller_run_removes_stale_files(tmp_path: Path, registry: Path) -> None
 
 def test_header_is_the_documented_header(dataset: list[Path]) -> None:
     documented = [column for column, _ in documented_columns()]
-    assert len(documented) == 29
+    assert len(documented) == 30
     assert list(RAW_COLUMNS) == documented
     for path in dataset:
         with path.open(encoding="utf-8", newline="") as handle:
@@ -210,7 +211,7 @@ def test_shape_is_realistic(dataset: list[Path]) -> None:
         "non_plain": sum(not PLAIN_MONEY.fullmatch(row["fee_amount"]) for row in rows) / ROWS,
         "rebate": sum(row["fee_amount"].startswith("(") for row in rows) / ROWS,
     }
-    assert 0.25 < share["open_ended"] < 0.35
+    assert 0.15 < share["open_ended"] < 0.25
     assert 0.03 < share["non_plain"] < 0.07
     assert share["rebate"] > 0.05
     # Skewed, not uniform: the commonest category and action clearly dominate.
@@ -242,6 +243,28 @@ def test_shape_is_realistic(dataset: list[Path]) -> None:
         row[column] for row in rows
         for column in ("source_document", "source_url", "page_number", "date_basis")
     )  # fmt: skip
+
+
+def test_rows_are_fee_lines_with_histories(dataset: list[Path]) -> None:
+    """Consecutive rows of one line: 1 to 8 records, oldest first, one at a time, with changes,
+    gaps and some changes still to come."""
+    rows = [row for _, _, row in read_rows(dataset)]
+    lines = [list(group) for _, group in itertools.groupby(rows, key=lambda row: row["fee_name"])]
+    assert len({row["fee_name"] for row in rows}) == len(lines)  # a line's rows are adjacent
+    assert {len(line) for line in lines} == set(range(1, 9))
+    assert 3 < ROWS / len(lines) < 4
+    gaps = changes = 0
+    for line in lines:
+        for earlier, later in itertools.pairwise(line):
+            end = datetime.date.fromisoformat(earlier["effective_end"])
+            start = datetime.date.fromisoformat(later["effective_start"])
+            assert end < start
+            gaps += (start - end).days > 1
+            changes += earlier["fee_amount"] != later["fee_amount"]
+    records_after_the_first = ROWS - len(lines)
+    assert 0.05 < gaps / records_after_the_first < 0.15
+    assert 0.4 < changes / records_after_the_first < 0.8
+    assert any(row["effective_start"] > "2026-12" for row in rows)
 
 
 def test_quoting_is_exercised(dataset: list[Path]) -> None:

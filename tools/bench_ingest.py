@@ -9,6 +9,7 @@ markers of `docs/benchmarks.md`.
 """
 
 import argparse
+import hashlib
 import json
 import os
 import platform
@@ -21,6 +22,8 @@ import time
 from pathlib import Path
 
 import duckdb
+
+from ingest import synth
 
 # argv: the CSV files (comma-separated), the target, and "reuse" to give the COPY the ingest's
 # block reuse (`ingest.build._configure`) as well: that variant is reported beside the
@@ -40,16 +43,22 @@ con.execute(
 """
 
 
+def synth_digest() -> str:
+    """What made the synthetic files: a changed generator makes them again."""
+    return hashlib.sha256(Path(synth.__file__).read_bytes()).hexdigest()
+
+
 def ensure_synth(rows: int, registry: Path) -> Path:
     out = Path("data/synth") / str(rows)
-    if not (out / ".complete").exists():
+    stamp = out / ".complete"  # the generator's digest, once every file is written
+    if not stamp.exists() or stamp.read_text() != synth_digest():
         shutil.rmtree(out, ignore_errors=True)
         subprocess.run(
             [sys.executable, "-m", "ingest.synth", "--rows", str(rows), "--out", str(out),
              "--registry", str(registry)],
             check=True,
         )  # fmt: skip
-        (out / ".complete").touch()
+        stamp.write_text(synth_digest())
     return out
 
 

@@ -15,18 +15,29 @@ table unchanged. Two things happen on the way:
   history starts where its own sources do, and a venue with no facts of its own gets none: a
   market-wide fee never makes a venue look covered.
 
+- The records of one fee line (`ingest.schema.LINE_COLUMNS`) are put in force one at a time,
+  as the ingest requires (`docs/raw-format.md`, "Fee lines"). Successive readings of a line
+  mostly give only a start ("no end known"), so in start order a record still in force when
+  the line's next record starts is ended the day before it: its end is then `derived` from the
+  next reading (a `stated` row becomes `derived`: a row takes its weakest date basis), and its
+  notes say from which. A cut that would drop days the next record does not cover, or two
+  records of a line starting on one day, stops the build for a reader to settle.
+
 Nothing is invented: no figure, date or source is made up, and a fact keeps its dates as its
-source gives them. The `evidence` column (a quote from the source, where the reader kept one)
-is for reviewers and is not published. Run `python -m tools.embedded` (`make embedded`); it
-rewrites `data/raw/` to hold exactly one file per venue with rows.
+source gives them, except for an end derived as above. The `evidence` column (a quote from the
+source, where the reader kept one) is for reviewers and is not published. Run
+`python -m tools.embedded` (`make embedded`); it rewrites `data/raw/` to hold exactly one file
+per venue with rows.
 """
 
 import csv
 from collections import defaultdict
+from datetime import date, timedelta
+from itertools import pairwise
 from pathlib import Path
 from typing import Final
 
-from ingest.schema import RAW_COLUMNS
+from ingest.schema import LINE_COLUMNS, LINE_NAME, RAW_COLUMNS
 
 ROOT: Final = Path(__file__).resolve().parent.parent
 FACTS: Final = ROOT / "data" / "facts" / "facts.csv"
@@ -72,6 +83,38 @@ def reading_order(row: Row) -> tuple[str, ...]:
     return (*(row[key] for key in keys), row["effective_start"], row["source_url"])
 
 
+def line_of(row: Row) -> tuple[str, ...]:
+    """The row's fee line: its values of `LINE_COLUMNS` as the ingest reads them (trimmed,
+    the label being `line_name` when given, else `fee_name`)."""
+    values = row | {"label": row[LINE_NAME].strip() or row["fee_name"]}
+    return tuple(values[name].strip() for name in LINE_COLUMNS)
+
+
+def one_at_a_time(rows: list[Row]) -> None:
+    """End each record still in force when its line's next record starts the day before it
+    (module docstring); raises ValueError where that is not a reading's to decide."""
+    lines: dict[tuple[str, ...], list[Row]] = defaultdict(list)
+    for row in rows:
+        lines[line_of(row)].append(row)
+    for records in lines.values():
+        records.sort(key=lambda row: row["effective_start"])
+        for earlier, later in pairwise(records):
+            start, end = later["effective_start"], earlier["effective_end"]
+            if end and end < start:
+                continue
+            where = f"{earlier['exchange']}: {earlier['fee_name']!r} from {start}"
+            if start == earlier["effective_start"]:
+                raise ValueError(f"{where}: two records of one line start on the same day")
+            if end and end > (later["effective_end"] or end):
+                raise ValueError(f"{where}: ending the earlier record would drop days")
+            earlier["effective_end"] = (date.fromisoformat(start) - timedelta(days=1)).isoformat()
+            if earlier["date_basis"] == "stated":
+                earlier["date_basis"] = "derived"
+            next_one = f"{later['fee_amount']} from {start}"
+            cut = f"end: the day before this line's next record ({next_one})"
+            earlier["notes"] = f"{earlier['notes']}; {cut}" if earlier["notes"] else cut
+
+
 def build(facts: list[Row], registry: dict[str, set[str]]) -> dict[str, list[Row]]:
     """The published rows per venue, in a stable reading order."""
     published = [fact for fact in facts if not fact["held_out"]]
@@ -98,6 +141,7 @@ def build(facts: list[Row], registry: dict[str, set[str]]) -> dict[str, list[Row
     for venue, rows in groups.items():
         if len({tuple(row.values()) for row in rows}) != len(rows):
             raise ValueError(f"{venue}: facts.csv holds the same line twice")
+        one_at_a_time(rows)
         rows.sort(key=reading_order)
     return dict(sorted(groups.items()))
 
