@@ -44,6 +44,7 @@ def path_values(client: httpx.Client, fixture_version: IngestResult) -> dict[str
         "exchange_name": "nasdaq",
         "version_id": fixture_version.version_id,
         "record_id": page["data"][0]["record_id"],
+        "line_id": page["data"][0]["line_id"],
     }
 
 

@@ -273,7 +273,7 @@ def test_every_example_matches_its_schema(example: str, schema: str) -> None:
 
 class Case(NamedTuple):
     method: str
-    url: str  # path and query, as sent once `{version_id}` and `{record_id}` are filled in
+    url: str  # path and query, as sent once `{version_id}`, `{record_id}`, `{line_id}` are filled
     headers: dict[str, str]
     status: int
     media_type: str = JSON
@@ -293,6 +293,7 @@ SUPPLIERS = "/api/v1/suppliers"
 RESULTS = "/api/v1/fee-schedule-results/"
 VERSION = RESULTS + "versions/{version_id}"  # the fixture's version
 RECORD = RESULTS + "{record_id}"  # a nasdaq record
+LINE = "/api/v1/fee-lines/{line_id}"  # that record's fee line
 
 # (name, URL, the headers that carry a key) of every operation but the OpenAPI document.
 OPERATIONS: list[tuple[str, str, Callable[..., dict[str, str]]]] = [
@@ -309,6 +310,7 @@ OPERATIONS: list[tuple[str, str, Callable[..., dict[str, str]]]] = [
     ("filters", f"{RESULTS}filters", exchange_headers),
     ("by-version", VERSION, exchange_headers),
     ("result", RECORD, exchange_headers),
+    ("line", LINE, exchange_headers),
 ]
 MANY_HEADERS = {f"x-filler-{number}": "v" for number in range(101)}
 KEYLESS: list[tuple[str, str, Callable[..., dict[str, str]]]] = [
@@ -452,6 +454,8 @@ CASES = {
     "result-with-source-v1-slash": Case(
         "GET", "/v1/fee-schedule-results/{record_id}/?include_source=true", EXCHANGE, 200
     ),
+    "line": Case("GET", LINE, EXCHANGE, 200),
+    "line-v1-slash": Case("GET", "/v1/fee-lines/{line_id}/", EXCHANGE, 200),
     "result-with-everything": Case(
         "GET",
         RECORD + "?include_source=true&include_footnotes=true&include_definitions=true",
@@ -547,6 +551,7 @@ CASES = {
     "filters-no-key": Case("GET", f"{RESULTS}filters", NO_KEY, 401),
     "by-version-unknown-key": Case("GET", VERSION, exchange_headers("wrong"), 401),
     "result-no-key": Case("GET", RECORD, NO_KEY, 401),
+    "line-no-key": Case("GET", LINE, NO_KEY, 401),
     # 429: every operation, with the key whose one token the test spends first
     **{
         f"{name}-rate-limited": Case("GET", url, headers(LIMITED_KEY), 429, server="limited_client")
@@ -590,6 +595,7 @@ CASES = {
         "GET", VERSION, OUT_OF_SCOPE, 403, server="out_of_scope_client"
     ),
     "result-hidden": Case("GET", RECORD, EXCHANGE_NYSE, 403),
+    "line-hidden": Case("GET", LINE, EXCHANGE_NYSE, 403),
     # 404: unknown supplier on endpoints 1-4, and a venue outside the key's scope
     "participants-unknown-supplier": Case(
         "GET", f"{SUPPLIERS}/nowhere/participants", SUPPLIER, 404
@@ -609,6 +615,10 @@ CASES = {
     "by-version-unknown": Case("GET", f"{RESULTS}versions/nope", EXCHANGE, 404),
     "result-unknown": Case("GET", f"{RESULTS}00000000-0000-0000-0000-000000000000", EXCHANGE, 404),
     "result-not-an-id": Case("GET", f"{RESULTS}versions", EXCHANGE, 404),
+    "line-unknown": Case(
+        "GET", "/api/v1/fee-lines/00000000-0000-0000-0000-000000000000", EXCHANGE, 404
+    ),
+    "line-not-an-id": Case("GET", "/api/v1/fee-lines/nasdaq", EXCHANGE, 404),
     # 405: any method other than GET and HEAD, on every path
     "participants-post": Case("POST", f"{SUPPLIERS}/nasdaq/participants", SUPPLIER, 405),
     "fee-categories-put": Case("PUT", f"{SUPPLIERS}/nasdaq/fee-categories", SUPPLIER, 405),
@@ -624,6 +634,7 @@ CASES = {
     "filters-patch": Case("PATCH", f"{RESULTS}filters", EXCHANGE, 405),
     "by-version-post": Case("POST", VERSION, NO_KEY, 405),
     "result-put": Case("PUT", RECORD, EXCHANGE, 405),
+    "line-post": Case("POST", LINE, EXCHANGE, 405),
     # 422: the exchange family but its venue list, every refused parameter at once
     "exchange-any-parameter": Case("GET", "/api/v1/exchanges/nasdaq?page=2", EXCHANGE, 422),
     "results-every-problem": Case(
@@ -648,6 +659,7 @@ CASES = {
     ),
     "result-not-a-boolean": Case("GET", RECORD + "?include_source=yes", EXCHANGE, 422),
     "result-unknown-parameter": Case("GET", RECORD + "?include_everything=true", EXCHANGE, 422),
+    "line-any-parameter": Case("GET", LINE + "?include_source=true", EXCHANGE, 422),
     "result-relationships-not-a-boolean": Case(
         "GET", RECORD + "?include_footnotes=yes", EXCHANGE, 422
     ),
@@ -656,10 +668,15 @@ CASES = {
 
 @pytest.fixture(scope="module")
 def path_values(client: httpx.Client, fixture_version: IngestResult) -> dict[str, str]:
-    """The real ids the cases name: the fixture's version and a nasdaq record."""
+    """The real ids the cases name: the fixture's version, a nasdaq record and its line."""
     params: dict[str, str | int] = {"exchange_name": "nasdaq", "page_size": 1}
     page = client.get(RESULTS, params=params, headers=EXCHANGE).json()
-    return {"version_id": fixture_version.version_id, "record_id": page["data"][0]["record_id"]}
+    [record] = page["data"]
+    return {
+        "version_id": fixture_version.version_id,
+        "record_id": record["record_id"],
+        "line_id": record["line_id"],
+    }
 
 
 @contextmanager

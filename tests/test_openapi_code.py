@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from ingest.schema import CLOSED_VALUES
+from ingest.schema import CLOSED_VALUES, UNITS
 from service import errors, export, results, supplier_data
 from service.dataset import queries
 from service.vocabulary import DATA_TYPE_ORDER, DIMENSIONS
@@ -39,6 +39,7 @@ FROM_CODE: dict[str, tuple[list[Any], bool]] = {
     "/components/schemas/TypicalFeeStructure": (extras("participants"), False),
     "/components/schemas/LiquidityType": (extras("actions"), False),
     "/components/schemas/DataType": (list(DATA_TYPE_ORDER), True),
+    "/components/schemas/UnitValue": (list(UNITS), True),
     **{
         f"/components/schemas/{schema}": (list(CLOSED_VALUES[column]), True)
         for schema, column in {
@@ -78,6 +79,7 @@ DOCUMENT_ONLY = {
     "/components/schemas/InvalidParameterValueDetails/properties/allowed/oneOf/1",
     "/components/schemas/InvalidDateDetails/properties/field",
     "/components/schemas/FeeScheduleResult/properties/currency",
+    "/components/schemas/LineRecord/properties/currency",
     "/components/schemas/SupplierRecord/properties/currency",
     "/components/schemas/Readiness/properties/status",
 }

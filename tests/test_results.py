@@ -82,6 +82,7 @@ def test_list_meta_and_one_whole_item(client: httpx.Client, fixture_version: Ing
             "fee_notes": None,
             "fee_extra_info": "Payable monthly",
             "relationships": None,
+            "line_id": "62b5c64c-38e8-b783-ce4b-d47f760727ce",
             "amount": 0.003,
             "currency": "USD",
             "unit": "per_share",

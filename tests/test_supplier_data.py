@@ -34,6 +34,7 @@ def test_records_in_the_display_vocabulary_with_amounts(client: httpx.Client) ->
     }
     assert record | {"record_id": "x"} == {
         "record_id": "x",
+        "line_id": "62b5c64c-38e8-b783-ce4b-d47f760727ce",
         "effective_start": "2021-06-01",
         "effective_end": None,
         "fee_type": "equity",

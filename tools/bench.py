@@ -9,7 +9,8 @@ For each dataset size the synthetic records are made once (`make synth`, cached 
 - the service itself, as `python -m service serve` runs it, for every discovery endpoint
   (warm: the same request repeated, so its response cache answers all but the first), in
   rounds that alternate with rounds of the ceiling (both servers up, one loaded at a time);
-- the results pages and a CSV export, on a second start of the service with the cache off.
+- the results pages, a fee line's history and a CSV export, on a second start of the service
+  with the cache off.
 
 Each case reports requests/s with p50/p99 latency from wrk at 32 connections for 10 s, with the
 ratio to the ceiling; the cold and detailed cases also the server's own time per call (median
@@ -29,6 +30,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -36,6 +38,7 @@ from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
 import httpx
+import numpy as np
 import pyarrow.parquet as pq
 import uvicorn
 from starlette.applications import Starlette
@@ -44,10 +47,11 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from ingest import layout, publish
-from ingest.layout import ROLLUP_DIR, SERVING_FILE, VERSION_KEY, current_version_dir
+from ingest.layout import INDEX_DIR, ROLLUP_DIR, VERSION_KEY, current_version_dir, read_manifest
+from ingest.schema import SCHEMA_VERSION
 from service.app import server_options
 from service.settings import Settings
-from tools.bench_ingest import ensure_synth, machine, write_section
+from tools.bench_ingest import ensure_synth, machine, synth_digest, write_section
 
 STATIC_BODY = b'{"data":[{"name":"static","record_count":0}],"meta":{"record_count":1}}'
 
@@ -132,16 +136,24 @@ def cold_cases(data: Path) -> list[Case]:
 
 
 def ensure_dataset(rows: int, registry: Path) -> Path:
+    """The synthetic records ingested, once: again when the generator or the schema changed."""
     data = Path(".bench") / f"warehouse-{rows}"
+    raw = ensure_synth(rows, registry)
+    made_from = data / ".synth"  # the generator digest of the files it was ingested from
     current = current_version_dir(data)
-    if current is None or not all((current / part).exists() for part in (SERVING_FILE, ROLLUP_DIR)):
+    if (
+        current is None
+        or read_manifest(current).get("schema_version") != SCHEMA_VERSION
+        or not made_from.exists()
+        or made_from.read_text() != synth_digest()
+    ):
         shutil.rmtree(data, ignore_errors=True)
-        raw = ensure_synth(rows, registry)
         subprocess.run(
             [sys.executable, "-m", "ingest", "--raw", str(raw), "--data", str(data),
              "--registry", str(registry)],
             check=True,
         )  # fmt: skip
+        made_from.write_text(synth_digest())
     return data
 
 
@@ -182,6 +194,27 @@ RESULT_CASES = [
     (Case("results, page 10,000", f"{RESULTS}?page_size=20&page_number=10000",
           EXCHANGE_HEADERS), 50, 30.0),
 ]  # fmt: skip
+LINE_CALLS, LINE_TARGET = 200, 5.0  # a fee line's history: calls, p50 ms
+
+
+def line_case(data: Path) -> Case:
+    """A fee line's history, a different line each call (drawn once with a fixed seed)."""
+    current = current_version_dir(data)
+    assert current is not None
+    index = current / INDEX_DIR
+    highs, lows = (
+        np.load(index / f"{name}.npy", mmap_mode="r") for name in ("lines_hi", "lines_lo")
+    )
+    rng = random.Random(7)
+    paths = []
+    for _ in range(LINE_CALLS):
+        at = rng.randrange(len(highs))
+        line_id = uuid.UUID(int=(int(highs[at]) << 64) | int(lows[at]))
+        paths.append(f"/api/v1/fee-lines/{line_id}")
+    return Case("fee line history, a different line each call", paths[0], EXCHANGE_HEADERS,
+                tuple(paths[1:]))  # fmt: skip
+
+
 EXPORT_TARGET = 200_000  # rows/s
 EXPORT = Case("CSV export (venue box)", f"{RESULTS}?exchange_name=box&format=csv", EXCHANGE_HEADERS)
 
@@ -462,7 +495,10 @@ def main(argv: list[str] | None = None) -> int:
             if rows == largest:
                 detail = [
                     (case, calls, target, server_times(args.port, case, calls))
-                    for case, calls, target in RESULT_CASES
+                    for case, calls, target in [
+                        *RESULT_CASES,
+                        (line_case(datasets[rows]), LINE_CALLS, LINE_TARGET),
+                    ]
                 ]
                 before = rss_mb(process)
                 exported, rate = export_rate(args.port)

@@ -10,7 +10,8 @@ from dataclasses import dataclass, field
 from datetime import date
 from typing import Any, Final
 
-from ingest.layout import TEXT_ID
+from ingest.layout import LINE_TEXT, TEXT_ID
+from ingest.schema import CLASSIFYING
 
 # Views over one version's files; the paths are the service's own, quoted by the caller. The
 # files are listed once, when the version is opened (a published version never changes), so
@@ -29,7 +30,9 @@ SELECTED_FEES: Final = (
 
 CREATE_REGISTRY_VIEW: Final = "CREATE VIEW registry AS SELECT * FROM read_parquet({registry})"
 
-COUNT_SERVING: Final = "SELECT count(*) FROM serving.rows"
+COUNT_SERVING: Final = """
+SELECT (SELECT count(*) FROM serving.rows), (SELECT count(*) FROM serving.history)
+"""
 
 REGISTRY: Final = """
 SELECT code, display_name, aliases
@@ -136,7 +139,7 @@ RELATIONSHIPS: Final = """CAST({'footnotes': [], 'definitions': []} AS STRUCT(
 # (`source_kind`, `date_basis`, `uncertain`) is always sent, since clients filter on it.
 # `relationships` is null unless `include_footnotes` or `include_definitions` is true. The
 # serving copy holds `record_id` as a UUID (`ingest.write`), the Parquet files as text: answers
-# always carry text.
+# always carry text, as for `line_id` (the record's fee line: `docs/raw-format.md`).
 RESULT_FIELDS: Final = (
     ("record_id", TEXT_ID),
     ("exchange_name", "exchange"),
@@ -166,6 +169,7 @@ RESULT_FIELDS: Final = (
     ("fee_notes", "notes"),
     ("fee_extra_info", "extra_info"),
     ("relationships", RELATIONSHIPS),
+    ("line_id", LINE_TEXT),
     ("amount", "amount"),
     ("currency", "currency"),
     ("unit", "unit"),
@@ -241,9 +245,48 @@ def results_at(positions: list[int], included: Included) -> tuple[str, dict[str,
     return sql, {"positions": positions, **included.parameters()}
 
 
+# A fee line's history from the serving file's `history` table (`ingest.serving`), where its
+# records are one run of rows: its identity (`docs/raw-format.md`, "Fee lines"), under the
+# results' names, then each record's figure, period and source, the same on every row.
+LINE_FIELDS: Final = {
+    "line_id": LINE_TEXT,
+    **{name: column for name, column in RESULT_FILTERS.items() if column in CLASSIFYING},
+    "label": "label",
+    "fee_monthly_volume": "volume_tier",
+}
+HISTORY_FIELDS: Final = {
+    "record_id": TEXT_ID,
+    "fee_charge_type": "fee_name",
+    "fee_amount": "fee_amount",
+    "amount": "CAST(amount AS DOUBLE)",
+    "currency": "currency",
+    "unit": "unit",
+    "fee_basis": "fee_basis",
+    "effective_start": "strftime(effective_start, '%Y-%m-%d')",
+    "effective_end": "strftime(effective_end, '%Y-%m-%d')",
+    "source_kind": "source_kind",
+    "date_basis": "date_basis",
+    "uncertain": "uncertain",
+    "source_document": "source_document",
+    "source_link": "source_url",
+}
+LINE_HISTORY: Final = f"""
+SELECT {", ".join(f"{value} AS {name}" for name, value in (LINE_FIELDS | HISTORY_FIELDS).items())}
+FROM serving.history
+WHERE rowid BETWEEN $first AND $last
+ORDER BY rowid
+"""
+
+
+def line_history(rows: range) -> tuple[str, dict[str, Any]]:
+    """A line's run of `history` rows (`service.dataset.lines.LineIndex.rows`)."""
+    return LINE_HISTORY, {"first": rows.start, "last": rows.stop - 1}
+
+
 # The supplier family's record (`/suppliers/{name}/data`): its own names, in its own order.
 SUPPLIER_RECORD: Final = f"""
     {TEXT_ID} AS record_id,
+    {LINE_TEXT} AS line_id,
     strftime(effective_start, '%Y-%m-%d') AS effective_start,
     strftime(effective_end, '%Y-%m-%d') AS effective_end,
     fee_type,

@@ -1,12 +1,12 @@
 """One published dataset version, opened and checked, and the questions it answers.
 
 Opening a version checks it against its manifest, attaches its serving copy, memory-maps its
-results index (`index`) and reads the rollups the ingest counted for it (`rollups`: discovery
-counts; `venues`: venue summaries, coverage runs, versions); a request then runs one small
-query on its own cursor (`engine`), or none at all. A version whose files do not match its
-manifest (a venue's file missing, unreadable or holding another number of records; a serving
-copy or index of another size or missing) is refused at open (`DamagedVersion`), and the
-previous one goes on serving (`watcher`).
+results index (`index`) and its line index (`lines`) and reads the rollups the ingest counted
+for it (`rollups`: discovery counts; `venues`: venue summaries, coverage runs, versions); a
+request then runs one small query on its own cursor (`engine`), or none at all. A version
+whose files do not match its manifest (a venue's file missing, unreadable or holding another
+number of records; a serving copy, its history or an index of another size or missing) is
+refused at open (`DamagedVersion`), and the previous one goes on serving (`watcher`).
 """
 
 from collections import defaultdict
@@ -26,6 +26,7 @@ from service.accounts import Account
 from service.dataset import queries
 from service.dataset.engine import Engine
 from service.dataset.index import Array, Holding, ResultsIndex
+from service.dataset.lines import LineIndex
 from service.dataset.rollups import ENCODED, DiscoveryCounts, read_rollup
 from service.dataset.venues import DETAIL_COLUMNS, coverage_of, venues_of, versions_of
 from service.settings import Settings
@@ -76,8 +77,15 @@ class Dataset:
         serving = sql_string(str(self.version_dir / SERVING_FILE))
         self.db.con.execute(f"ATTACH {serving} AS serving (READ_ONLY)")
         index = ResultsIndex(self.version_dir / INDEX_DIR)
-        [(rows,)] = self.db.query(queries.COUNT_SERVING)
-        for name, size in {"serving copy": rows, "results index": index.size}.items():
+        self.lines = LineIndex(self.version_dir / INDEX_DIR)
+        [(rows, history)] = self.db.query(queries.COUNT_SERVING)
+        sizes = {
+            "serving copy": rows,
+            "serving copy's history": history,
+            "results index": index.size,
+            "line index": self.lines.size,
+        }
+        for name, size in sizes.items():
             if size != self.records:
                 raise DamagedVersion(
                     f"{self.version_dir.name}: the {name} holds {size} records, "

@@ -1,0 +1,45 @@
+"""The records of one fee line, found by its id in the version's line index (written by
+`ingest.serving`; `ingest.layout.LINE_FILES` says what each array holds).
+
+The lines' ids are sorted, as two 64-bit halves, so a line is two binary searches away, and
+its records are one run of the serving file's `history` table, in effective order. The arrays
+are memory-mapped: a lookup reads a few pages of them.
+"""
+
+import re
+from pathlib import Path
+from typing import Any, Final
+
+import numpy as np
+import numpy.typing as npt
+
+from ingest.layout import LINE_FILES
+
+# A line id as the answers print it (`ingest.layout.LINE_TEXT`): no other spelling names one.
+LINE_ID: Final = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+LOW_BITS: Final = (1 << 64) - 1
+
+
+class LineIndex:
+    def __init__(self, directory: Path) -> None:
+        arrays: dict[str, npt.NDArray[Any]] = {
+            name: np.load(directory / f"{name}.npy", mmap_mode="r") for name in LINE_FILES
+        }
+        self._order = arrays["line_order"]
+        self._hi, self._lo = arrays["lines_hi"], arrays["lines_lo"]
+        self._bounds = arrays["line_bounds"]
+        self.size = len(self._order)  # records, as many as the version holds
+
+    def rows(self, line_id: str) -> range | None:
+        """The line's run of `history` rows, or None: no such line (or not a line id at
+        all)."""
+        if not LINE_ID.fullmatch(line_id):
+            return None
+        number = int(line_id.replace("-", ""), 16)
+        hi, lo = np.uint64(number >> 64), np.uint64(number & LOW_BITS)
+        first = int(np.searchsorted(self._hi, hi, side="left"))
+        last = int(np.searchsorted(self._hi, hi, side="right"))
+        found = first + int(np.searchsorted(self._lo[first:last], lo, side="left"))
+        if found == last or self._lo[found] != lo:
+            return None
+        return range(int(self._bounds[found]), int(self._bounds[found + 1]))
