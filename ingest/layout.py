@@ -10,8 +10,7 @@ holds it to that.
             fees/exchange=<code>/*.parquet      the records (docs/dataset.md)
             exchanges.parquet                   the venue registry of this version
             rejects.csv                         the rows refused, and why
-            serving.duckdb                      table `rows`: the records, row-addressable;
-                                                `history`: the same in line order
+            serving.duckdb                      table `rows`: the records, row-addressable
             index/*.npy, index/codes.json       the results index (`CODE_TYPES`, `ingest.serving`)
                                                 and the line index (`LINE_FILES`)
             rollups/*.parquet                   discovery's counts (`ingest.rollups`)
@@ -56,10 +55,9 @@ CODE_TYPES: Final[dict[str, type[np.integer[Any]]]] = {
     "effective_end": np.int32,
     "version_id": np.uint16,
 }
-# The line index: `line_order`, every position in line order (line id, then effective start),
-# which is the order of the serving file's `history` table; `lines_hi` and `lines_lo`, each
-# line's id (the UUID's number, high and low 64 bits) in that order; `line_bounds`, where each
-# line's run begins in `line_order` and `history` (and, last, their length).
+# The line index: `line_order`, every position in line order (line id, then effective start);
+# `lines_hi` and `lines_lo`, each line's id (the UUID's number, high and low 64 bits) in that
+# order; `line_bounds`, where each line's run begins in `line_order` (and, last, its length).
 LINE_FILES: Final = ("line_order", "lines_hi", "lines_lo", "line_bounds")
 NO_END: Final = np.iinfo(np.int32).max  # an effective_end that is still open
 NULL_RANK: Final = np.iinfo(np.uint32).max  # an amount that is not a plain money figure

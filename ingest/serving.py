@@ -5,14 +5,11 @@ ingest writes beside them, because finding 20 rows in Parquet means decoding who
 (10M records: 0.5 s for an unfiltered first page):
 
     serving.duckdb   table `rows`: every record in the files' order (venue, fee type,
-                     effective start, record id); a record's rowid is its position. Table
-                     `history`: every record again, in line order (line id, effective start),
-                     with only what a fee line's history shows (`HISTORY_COLUMNS`), so a
-                     line's records are one run of rows
+                     effective start, record id); a record's rowid is its position
     index/*.npy      one array per filter and sort column, a value per position: small integer
                      codes (vocabulary columns), days since 1970 (dates), ranks (record id,
                      amount); `codes.json` names what each code stands for; and the
-                     line index, where each fee line's run of `history` is (`LINE_FILES`)
+                     line index, each fee line's positions in effective order (`LINE_FILES`)
 
 The service memory-maps the arrays, so opening a version costs nothing and a page touches only
 the parts of the arrays it reads (`service.dataset.index`).
@@ -78,56 +75,15 @@ SELECT records.rowid AS position, coalesce(ranks.rank, {NULL_RANK}) AS rank
 FROM {RECORDS} AS records LEFT JOIN ranks USING (amount)
 """
 
-# The records in line order, with what a line's history shows: the line's identity (the same
-# on each of its records) and each record's figure, period and source. A line's records are
-# then one run of rows, read in one go. (10M records, in-process, medians: a line's records by
-# position in `rows`, scattered over its venue's row groups, 7.8 ms for 14 fields; its run
-# here 6.1-6.6 ms for all 26 columns, 4.7 ms for 10. docs/benchmarks.md.)
-HISTORY: Final = "serving.history"
-HISTORY_COLUMNS: Final = {
-    "position": "rowid",
-    "line_id": "line_id",
-    "exchange": "exchange",
-    "fee_type": "fee_type",
-    "fee_category": "fee_category",
-    "action": "action",
-    "participant": "participant",
-    "symbol_classification": "symbol_classification",
-    "symbol_type": "symbol_type",
-    "trade_type": "trade_type",
-    "label": "coalesce(line_name, fee_name)",
-    "volume_tier": "volume_tier",
-    "record_id": "record_id",
-    "fee_name": "fee_name",
-    "fee_amount": "fee_amount",
-    "amount": "amount",
-    "currency": "currency",
-    "unit": "unit",
-    "fee_basis": "fee_basis",
-    "effective_start": "effective_start",
-    "effective_end": "effective_end",
-    "source_kind": "source_kind",
-    "date_basis": "date_basis",
-    "uncertain": "uncertain",
-    "source_document": "source_document",
-    "source_url": "source_url",
-}
-CREATE_HISTORY: Final = f"""
-CREATE TABLE {HISTORY} AS
-SELECT {", ".join(f"{value} AS {name}" for name, value in HISTORY_COLUMNS.items())}
-FROM {RECORDS}
-ORDER BY line_id, effective_start
-"""
-
-# Each history row's record position and line id, the id as the two 64-bit halves of the
-# UUID's number (which order as the UUID and its text do).
+# Every record's position in line order (line id, then effective start), with its line id as
+# the two 64-bit halves of the UUID's number (which order as the UUID and its text do).
 LINE_ORDER: Final = f"""
 SELECT
-    position,
+    rowid AS position,
     CAST(CAST(line_id AS UHUGEINT) >> 64 AS UBIGINT) AS line_hi,
     CAST(CAST(line_id AS UHUGEINT) & CAST(18446744073709551615 AS UHUGEINT) AS UBIGINT) AS line_lo
-FROM {HISTORY}
-ORDER BY rowid
+FROM {RECORDS}
+ORDER BY line_id, effective_start
 """
 
 DISTINCT_VALUES: Final = f"SELECT list(DISTINCT {{column}} ORDER BY {{column}}) FROM {RECORDS}"
@@ -171,9 +127,7 @@ def _write_index(con: duckdb.DuckDBPyConnection, index: Path) -> None:
 
 
 def _write_lines(con: duckdb.DuckDBPyConnection, index: Path) -> None:
-    """The history table and the line index (`LINE_FILES`): the records of each fee line,
-    found by its id."""
-    con.execute(CREATE_HISTORY)
+    """The line index (`LINE_FILES`): the records of each fee line, found by its id."""
     found = con.execute(LINE_ORDER).fetchnumpy()
     hi, lo = np.asarray(found["line_hi"]), np.asarray(found["line_lo"])
     firsts = np.flatnonzero(np.concatenate(([True], (hi[1:] != hi[:-1]) | (lo[1:] != lo[:-1]))))

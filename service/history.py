@@ -1,7 +1,8 @@
 """Fee history: one fee line and every record of it (`GET /fee-lines/{line_id}`).
 
 A fee line is one schedule item followed through time (`docs/raw-format.md`, "Fee lines"); the
-version's line index finds its records, in effective order, and the serving copy holds them.
+version's line index finds its records' positions, in effective order, and the serving copy
+holds them.
 """
 
 from starlette.requests import Request
@@ -21,10 +22,10 @@ def fee_line(request: Request) -> JSON:
     account = call.account
     Query(request, ()).check()
     dataset = call.dataset
-    rows = dataset.lines.rows(request.path_params["line_id"])
-    if rows is None:
+    positions = dataset.lines.positions(request.path_params["line_id"])
+    if positions is None:
         raise NotFound("Fee line not found.")
-    found = dataset.db.rows(*queries.line_history(rows))
+    found = dataset.rows_at(*queries.line_history(positions))
     line = {name: found[0][name] for name in queries.LINE_FIELDS}
     if not account.may_see(line["exchange_name"]):
         raise Forbidden(HIDDEN_DATA)

@@ -2,8 +2,8 @@
 `ingest.serving`; `ingest.layout.LINE_FILES` says what each array holds).
 
 The lines' ids are sorted, as two 64-bit halves, so a line is two binary searches away, and
-its records are one run of the serving file's `history` table, in effective order. The arrays
-are memory-mapped: a lookup reads a few pages of them.
+its records' positions are one run of `line_order`, in effective order. The arrays are
+memory-mapped: a lookup reads a few pages of them.
 """
 
 import re
@@ -30,9 +30,9 @@ class LineIndex:
         self._bounds = arrays["line_bounds"]
         self.size = len(self._order)  # records, as many as the version holds
 
-    def rows(self, line_id: str) -> range | None:
-        """The line's run of `history` rows, or None: no such line (or not a line id at
-        all)."""
+    def positions(self, line_id: str) -> list[int] | None:
+        """The positions of the line's records in effective order, or None: no such line (or
+        not a line id at all)."""
         if not LINE_ID.fullmatch(line_id):
             return None
         number = int(line_id.replace("-", ""), 16)
@@ -42,4 +42,5 @@ class LineIndex:
         found = first + int(np.searchsorted(self._lo[first:last], lo, side="left"))
         if found == last or self._lo[found] != lo:
             return None
-        return range(int(self._bounds[found]), int(self._bounds[found + 1]))
+        begin, end = int(self._bounds[found]), int(self._bounds[found + 1])
+        return [int(position) for position in self._order[begin:end]]

@@ -30,9 +30,7 @@ SELECTED_FEES: Final = (
 
 CREATE_REGISTRY_VIEW: Final = "CREATE VIEW registry AS SELECT * FROM read_parquet({registry})"
 
-COUNT_SERVING: Final = """
-SELECT (SELECT count(*) FROM serving.rows), (SELECT count(*) FROM serving.history)
-"""
+COUNT_SERVING: Final = "SELECT count(*) FROM serving.rows"
 
 REGISTRY: Final = """
 SELECT code, display_name, aliases
@@ -245,13 +243,14 @@ def results_at(positions: list[int], included: Included) -> tuple[str, dict[str,
     return sql, {"positions": positions, **included.parameters()}
 
 
-# A fee line's history from the serving file's `history` table (`ingest.serving`), where its
-# records are one run of rows: its identity (`docs/raw-format.md`, "Fee lines"), under the
-# results' names, then each record's figure, period and source, the same on every row.
+# A fee line's history: its identity (`docs/raw-format.md`, "Fee lines"), under the results'
+# names, the same on each of its records, then each record's figure, period and source. Only
+# these: a line's records lie apart in the serving copy, and each column read costs a vector
+# decoded per record (docs/benchmarks.md).
 LINE_FIELDS: Final = {
     "line_id": LINE_TEXT,
     **{name: column for name, column in RESULT_FILTERS.items() if column in CLASSIFYING},
-    "label": "label",
+    "label": "coalesce(line_name, fee_name)",
     "fee_monthly_volume": "volume_tier",
 }
 HISTORY_FIELDS: Final = {
@@ -270,17 +269,14 @@ HISTORY_FIELDS: Final = {
     "source_document": "source_document",
     "source_link": "source_url",
 }
-LINE_HISTORY: Final = f"""
-SELECT {", ".join(f"{value} AS {name}" for name, value in (LINE_FIELDS | HISTORY_FIELDS).items())}
-FROM serving.history
-WHERE rowid BETWEEN $first AND $last
-ORDER BY rowid
-"""
+LINE_HISTORY: Final = ", ".join(
+    f"{value} AS {name}" for name, value in (LINE_FIELDS | HISTORY_FIELDS).items()
+)
 
 
-def line_history(rows: range) -> tuple[str, dict[str, Any]]:
-    """A line's run of `history` rows (`service.dataset.lines.LineIndex.rows`)."""
-    return LINE_HISTORY, {"first": rows.start, "last": rows.stop - 1}
+def line_history(positions: list[int]) -> tuple[str, dict[str, Any]]:
+    """A line's records (`service.dataset.lines.LineIndex.positions`), for `Dataset.rows_at`."""
+    return ROWS_AT.format(projection=LINE_HISTORY), {"positions": positions}
 
 
 # The supplier family's record (`/suppliers/{name}/data`): its own names, in its own order.

@@ -5,8 +5,8 @@ results index (`index`) and its line index (`lines`) and reads the rollups the i
 for it (`rollups`: discovery counts; `venues`: venue summaries, coverage runs, versions); a
 request then runs one small query on its own cursor (`engine`), or none at all. A version
 whose files do not match its manifest (a venue's file missing, unreadable or holding another
-number of records; a serving copy, its history or an index of another size or missing) is
-refused at open (`DamagedVersion`), and the previous one goes on serving (`watcher`).
+number of records; a serving copy or an index of another size or missing) is refused at open
+(`DamagedVersion`), and the previous one goes on serving (`watcher`).
 """
 
 from collections import defaultdict
@@ -78,13 +78,8 @@ class Dataset:
         self.db.con.execute(f"ATTACH {serving} AS serving (READ_ONLY)")
         index = ResultsIndex(self.version_dir / INDEX_DIR)
         self.lines = LineIndex(self.version_dir / INDEX_DIR)
-        [(rows, history)] = self.db.query(queries.COUNT_SERVING)
-        sizes = {
-            "serving copy": rows,
-            "serving copy's history": history,
-            "results index": index.size,
-            "line index": self.lines.size,
-        }
+        [(rows,)] = self.db.query(queries.COUNT_SERVING)
+        sizes = {"serving copy": rows, "results index": index.size, "line index": self.lines.size}
         for name, size in sizes.items():
             if size != self.records:
                 raise DamagedVersion(
