@@ -107,6 +107,7 @@ def _manifest(
         "created_at": build.created.isoformat(),
         "as_of": build.created.date().isoformat(),
         "schema_version": SCHEMA_VERSION,
+        "layout_version": layout.LAYOUT_VERSION,
         "files": [
             {
                 "path": raw.shown,

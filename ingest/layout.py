@@ -11,8 +11,10 @@ holds it to that.
             exchanges.parquet                   the venue registry of this version
             rejects.csv                         the rows refused, and why
             serving.duckdb                      table `rows`: the records, row-addressable
-            index/*.npy, index/codes.json       the results index (`CODE_TYPES`, `ingest.serving`)
-                                                and the line index (`LINE_FILES`)
+            index/*.npy, index/codes.json       the results index (`CODE_TYPES`, `ingest.serving`),
+                                                the line index (`LINE_FILES`) and the change
+                                                list (`CHANGE_FILES`, `ingest.changes`)
+            index/records.arrow                 the record summary (`SUMMARY_COLUMNS`)
             rollups/*.parquet                   discovery's counts (`ingest.rollups`)
 
 How each part is written lives with its writer (`ingest.publish`, `ingest.serving`,
@@ -25,7 +27,13 @@ from typing import Any, Final
 
 import numpy as np
 
-from ingest.schema import CLOSED_VALUES
+from ingest.schema import CLOSED_VALUES, SCHEMA_VERSION, UNITS
+
+# What a version holds beside its records (serving copy, indexes, rollups), numbered. A version
+# of another layout lacks what the service reads, and is refused there (`servable`); it is part
+# of the input digest, so raising it makes the next ingest rebuild unchanged inputs. 2: the
+# rollups; 3: the record summary, the change list and the unit codes.
+LAYOUT_VERSION: Final = 3
 
 # Where versions are published when neither `--data` nor FEES_DATA_DIR says.
 DEFAULT_DATA_DIR: Final = Path("data/warehouse")
@@ -46,8 +54,10 @@ COUNTED: Final = ("fee_type", "fee_category", "action", "participant")
 
 # The index: one array per column, a value per record position. A closed column's value (a
 # vocabulary's, or `uncertain`'s `false`/`true`) is coded as its 1-based place in its list of
-# values (0: no value); `codes.json` lists the values of each coded column.
-CODED: Final = tuple(CLOSED_VALUES)
+# values (0: no value); `codes.json` lists the values of each coded column. The canonical unit
+# is derived, not raw, but as closed: the comparisons find amounts of one unit by its code.
+CODED_VALUES: Final = CLOSED_VALUES | {"unit": UNITS}
+CODED: Final = tuple(CODED_VALUES)
 CODE_TYPES: Final[dict[str, type[np.integer[Any]]]] = {
     "exchange": np.uint8,
     **dict.fromkeys(CODED, np.uint8),
@@ -59,6 +69,43 @@ CODE_TYPES: Final[dict[str, type[np.integer[Any]]]] = {
 # `lines_hi` and `lines_lo`, each line's id (the UUID's number, high and low 64 bits) in that
 # order; `line_bounds`, where each line's run begins in `line_order` (and, last, its length).
 LINE_FILES: Final = ("line_order", "lines_hi", "lines_lo", "line_bounds")
+# The record summary: per position, the printed fields the history answers (a fee line, its
+# changes, a comparison) read and the index does not code, as an uncompressed Arrow IPC file
+# the service memory-maps. Slicing it reads a few pages; the serving copy decodes a whole
+# vector per column for each record (a line's history: 0.4 ms against 10 ms at 10M records).
+SUMMARY_FILE: Final = "records.arrow"
+SUMMARY_COLUMNS: Final = (
+    "record_id",
+    "line_id",
+    "label",
+    "volume_tier",
+    "fee_name",
+    "fee_amount",
+    "amount",
+    "currency",
+    "fee_basis",
+    "source_document",
+    "source_url",
+)
+# The change list (`ingest.changes`), one entry per change of a fee line, grouped by venue code
+# and in change order within a venue (effective date, then line id): `change_day` (days since
+# 1970), `change_type` (a 1-based place in `CHANGE_TYPES`), `change_before` and `change_after`
+# (positions, `NO_RECORD` for none), `change_rank` (the place in change order across venues),
+# the line's code of each filtered column (`change_<column>`, as in the results index: a
+# filter reads them in change order, not scattered over the records), and `change_bounds`,
+# where each venue code's entries begin (indexed by the code; then the length).
+CHANGE_TYPES: Final = ("added", "changed", "removed")
+CHANGE_FILTERED: Final = ("fee_type", "fee_category", "action", "participant")
+CHANGE_FILES: Final = (
+    "change_day",
+    "change_type",
+    "change_before",
+    "change_after",
+    "change_rank",
+    *(f"change_{column}" for column in CHANGE_FILTERED),
+    "change_bounds",
+)
+NO_RECORD: Final = -1
 NO_END: Final = np.iinfo(np.int32).max  # an effective_end that is still open
 NULL_RANK: Final = np.iinfo(np.uint32).max  # an amount that is not a plain money figure
 
@@ -76,6 +123,14 @@ def read_manifest(version_dir: Path) -> dict[str, Any]:
     with (version_dir / MANIFEST).open(encoding="utf-8") as handle:
         manifest: dict[str, Any] = json.load(handle)
     return manifest
+
+
+def servable(manifest: dict[str, Any]) -> bool:
+    """Whether a version's manifest says it is of this schema and layout."""
+    return (
+        manifest.get("schema_version") == SCHEMA_VERSION
+        and manifest.get("layout_version") == LAYOUT_VERSION
+    )
 
 
 def sql_string(value: str) -> str:

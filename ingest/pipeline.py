@@ -21,10 +21,6 @@ from ingest.schema import SCHEMA_VERSION
 from ingest.storage import Storage, is_s3, open_storage
 
 HASHING_THREADS = 16
-# What a version holds beside its records (serving copy, results index, rollups). It is part of
-# the input digest, so raising it makes the next ingest rebuild unchanged inputs: a version
-# from before lacks what the service now reads (rollups: 2), and the service refuses it.
-LAYOUT_VERSION = 2
 
 
 @dataclass
@@ -113,10 +109,13 @@ def _unchanged(
     if current is None:
         return None
     manifest = storage.manifest(current)
-    if if_stale and manifest.get("schema_version") == SCHEMA_VERSION:
+    if if_stale and layout.servable(manifest):
         return IngestResult(
             changed=False, version_id=current, version_dir=_where(data_dir, current),
-            unchanged_because=f"a version of schema {SCHEMA_VERSION} is current (--if-stale)",
+            unchanged_because=(
+                f"a version of schema {SCHEMA_VERSION} and layout {layout.LAYOUT_VERSION} "
+                "is current (--if-stale)"
+            ),
         )  # fmt: skip
     if manifest["input_digest"] != digest:
         return None
@@ -144,7 +143,7 @@ def _input_digest(registry: Path, files: list[RawFile]) -> str:
     bytes."""
     inputs = {
         "schema_version": SCHEMA_VERSION,
-        "layout_version": LAYOUT_VERSION,
+        "layout_version": layout.LAYOUT_VERSION,
         "registry": hashlib.sha256(registry.read_bytes()).hexdigest(),
         "files": [[raw.shown, raw.sha256] for raw in files],
     }

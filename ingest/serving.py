@@ -8,8 +8,11 @@ ingest writes beside them, because finding 20 rows in Parquet means decoding who
                      effective start, record id); a record's rowid is its position
     index/*.npy      one array per filter and sort column, a value per position: small integer
                      codes (vocabulary columns), days since 1970 (dates), ranks (record id,
-                     amount); `codes.json` names what each code stands for; and the
-                     line index, each fee line's positions in effective order (`LINE_FILES`)
+                     amount); `codes.json` names what each code stands for; the line
+                     index, each fee line's positions in effective order (`LINE_FILES`);
+                     and the change list of the lines (`ingest.changes`)
+    index/records.arrow  the record summary: the printed fields the history answers read,
+                     by position (`SUMMARY_COLUMNS`)
 
 The service memory-maps the arrays, so opening a version costs nothing and a page touches only
 the parts of the arrays it reads (`service.dataset.index`).
@@ -22,19 +25,25 @@ from typing import Any, Final
 import duckdb
 import numpy as np
 import numpy.typing as npt
+import pyarrow as pa
 
+from ingest.changes import write_changes
 from ingest.layout import (
     CODE_TYPES,
     CODED,
+    CODED_VALUES,
     CODES_FILE,
     INDEX_DIR,
     LINE_FILES,
+    LINE_TEXT,
     NO_END,
     NULL_RANK,
     SERVING_FILE,
+    SUMMARY_COLUMNS,
+    SUMMARY_FILE,
+    TEXT_ID,
     sql_string,
 )
-from ingest.schema import CLOSED_VALUES
 
 # The sorted records live in the serving file from the start: `ingest.write` creates this
 # table and writes the Parquet files from it, so the rows are materialized once, not twice
@@ -87,6 +96,25 @@ FROM {RECORDS}
 ORDER BY line_id, effective_start
 """
 
+# The record summary (`SUMMARY_COLUMNS`), in table order; a record's label is the name of its
+# line (`docs/raw-format.md`, "Fee lines").
+SUMMARY: Final = f"""
+SELECT
+    {TEXT_ID} AS record_id,
+    {LINE_TEXT} AS line_id,
+    coalesce(line_name, fee_name) AS label,
+    volume_tier,
+    fee_name,
+    fee_amount,
+    CAST(amount AS DOUBLE) AS amount,
+    currency,
+    fee_basis,
+    source_document,
+    source_url
+FROM {RECORDS}
+"""
+SUMMARY_BATCH: Final = 122_880  # rows per record batch: DuckDB's row group
+
 DISTINCT_VALUES: Final = f"SELECT list(DISTINCT {{column}} ORDER BY {{column}}) FROM {RECORDS}"
 
 
@@ -107,7 +135,7 @@ def _write_index(con: duckdb.DuckDBPyConnection, index: Path) -> None:
     names = {
         "exchange": _distinct(con, "exchange"),
         "version_id": _distinct(con, "version_id"),
-        **{name: list(CLOSED_VALUES[name]) for name in CODED},
+        **{name: list(CODED_VALUES[name]) for name in CODED},
     }
     if len(names["exchange"]) > np.iinfo(np.uint8).max:
         raise ValueError("more venues than the index's 8-bit venue code holds")
@@ -117,29 +145,47 @@ def _write_index(con: duckdb.DuckDBPyConnection, index: Path) -> None:
         {"venues": names["exchange"], "versions": names["version_id"]}
         | {name: names[name] for name in CODED},
     ).fetchnumpy()
-    for name, kind in CODE_TYPES.items():
-        np.save(index / f"{name}.npy", np.asarray(columns.pop(name), dtype=kind))
+    coded = {name: np.asarray(columns.pop(name), dtype=kind) for name, kind in CODE_TYPES.items()}
+    for name, array in coded.items():
+        np.save(index / f"{name}.npy", array)
     by_record = con.execute(BY_RECORD_ID).fetchnumpy()["position"]
     np.save(index / "record_rank.npy", _by_position(by_record, np.arange(len(by_record))))
     amounts = con.execute(AMOUNT_RANKS).fetchnumpy()
     np.save(index / "amount_rank.npy", _by_position(amounts["position"], amounts["rank"]))
-    _write_lines(con, index)
+    lines = _write_lines(con, index)
+    write_changes(con, RECORDS, index, coded, lines)
+    _write_summary(con, index / SUMMARY_FILE)
     (index / CODES_FILE).write_text(json.dumps(names, indent=1) + "\n", encoding="utf-8")
 
 
-def _write_lines(con: duckdb.DuckDBPyConnection, index: Path) -> None:
-    """The line index (`LINE_FILES`): the records of each fee line, found by its id."""
+def _write_lines(
+    con: duckdb.DuckDBPyConnection, index: Path
+) -> tuple[npt.NDArray[Any], npt.NDArray[Any]]:
+    """The line index (`LINE_FILES`): the records of each fee line, found by its id. Returns
+    `line_order` and `line_bounds`."""
     found = con.execute(LINE_ORDER).fetchnumpy()
     hi, lo = np.asarray(found["line_hi"]), np.asarray(found["line_lo"])
     firsts = np.flatnonzero(np.concatenate(([True], (hi[1:] != hi[:-1]) | (lo[1:] != lo[:-1]))))
     arrays = {
-        "line_order": found["position"],
+        "line_order": np.asarray(found["position"]),
         "lines_hi": hi[firsts],
         "lines_lo": lo[firsts],
         "line_bounds": np.append(firsts, len(hi)).astype(np.int64),
     }
     for name in LINE_FILES:
         np.save(index / f"{name}.npy", arrays[name])
+    return arrays["line_order"], arrays["line_bounds"]
+
+
+def _write_summary(con: duckdb.DuckDBPyConnection, path: Path) -> None:
+    """The record summary, streamed batch by batch into an Arrow IPC file (never whole in
+    memory)."""
+    reader = con.sql(SUMMARY).to_arrow_reader(SUMMARY_BATCH)
+    if list(reader.schema.names) != list(SUMMARY_COLUMNS):
+        raise ValueError("the record summary's columns are not SUMMARY_COLUMNS")
+    with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_file(sink, reader.schema) as writer:
+        for batch in reader:
+            writer.write_batch(batch)
 
 
 def _by_position(positions: npt.NDArray[Any], ranks: npt.NDArray[Any]) -> npt.NDArray[np.uint32]:

@@ -48,6 +48,7 @@ ENDPOINTS: list[tuple[str, Callable[[Request], Response | Awaitable[Response]]]]
     ("/fee-schedule-results/versions/{version_id}", results.results_by_version),
     ("/fee-schedule-results/{record_id}", results.result_by_id),
     ("/fee-lines/{line_id}", history.fee_line),
+    ("/fee-changes", history.fee_changes),
 ]
 # The probes an orchestrator calls, at the root, without a key (`service.health`).
 PROBES: dict[str, Callable[[Request], Awaitable[Response]]] = {

@@ -1,38 +1,175 @@
-"""Fee history: one fee line and every record of it (`GET /fee-lines/{line_id}`).
+"""Fee history: one fee line and every record of it (`GET /fee-lines/{line_id}`), and the changes
+of the lines (`GET /fee-changes/`).
 
 A fee line is one schedule item followed through time (`docs/raw-format.md`, "Fee lines"); the
-version's line index finds its records' positions, in effective order, and the serving copy
-holds them.
+version's line index finds its records, its change list the changes (`ingest.changes` has the
+rules), and the record summary prints them (`service.dataset.records`). No SQL runs.
 """
 
-from starlette.requests import Request
+import math
+from collections.abc import Iterable, Iterator
+from typing import Any, Final
 
+import numpy as np
+import pyarrow as pa
+from starlette.requests import Request
+from starlette.responses import Response
+
+from ingest.layout import CHANGE_FILTERED, CHANGE_TYPES, NO_RECORD
+from ingest.schema import CLASSIFYING
+from service import export
 from service.call import CALL
 from service.dataset import queries
+from service.dataset.index import Array
+from service.dataset.version import Dataset
 from service.errors import Forbidden, NotFound
 from service.params import Query
 from service.responses import JSON
-from service.results import HIDDEN_DATA
+from service.results import HIDDEN_DATA, refuse_hidden, scope, venue_codes, vocabulary_filters
+
+# A line's identity under the results' names (the same on each of its records), then each
+# record's figure, period and source: answer name -> record summary column
+# (`service.dataset.records`).
+LINE_FIELDS: Final = {
+    "line_id": "line_id",
+    **{name: column for name, column in queries.RESULT_FILTERS.items() if column in CLASSIFYING},
+    "label": "label",
+    "fee_monthly_volume": "volume_tier",
+}
+RECORD_FIELDS: Final = {
+    "record_id": "record_id",
+    "fee_charge_type": "fee_name",
+    "fee_amount": "fee_amount",
+    "amount": "amount",
+    "currency": "currency",
+    "unit": "unit",
+    "fee_basis": "fee_basis",
+    "effective_start": "effective_start",
+    "effective_end": "effective_end",
+    "source_kind": "source_kind",
+    "date_basis": "date_basis",
+    "uncertain": "uncertain",
+    "source_document": "source_document",
+    "source_link": "source_url",
+}
+
+# The filters of the change list: the venue and the line's classifying columns it codes.
+CHANGE_FILTERS: Final = tuple(
+    name for name, column in queries.RESULT_FILTERS.items()
+    if column == "exchange" or column in CHANGE_FILTERED
+)  # fmt: skip
+CHANGE_PARAMS: Final = (
+    *CHANGE_FILTERS, "start_date", "end_date", "change_type", "order_dir", "page_size",
+    "page_number", "format",
+)  # fmt: skip
+CHANGE_NAMES: Final = pa.array(CHANGE_TYPES)
+SIDES: Final = ("before", "after")
 
 
 def fee_line(request: Request) -> JSON:
     """The line's identity and its records, oldest first (404: no such line; 403: a venue
     outside the key's scope)."""
     call = CALL.get()
-    account = call.account
+    account = call.account  # first: a request without a valid key is a 401 before its parameters
     Query(request, ()).check()
     dataset = call.dataset
     positions = dataset.lines.positions(request.path_params["line_id"])
     if positions is None:
         raise NotFound("Fee line not found.")
-    found = dataset.rows_at(*queries.line_history(positions))
-    line = {name: found[0][name] for name in queries.LINE_FIELDS}
+    found = dataset.summary.table(np.asarray(positions)).to_pylist()
+    line = {name: found[0][column] for name, column in LINE_FIELDS.items()}
     if not account.may_see(line["exchange_name"]):
         raise Forbidden(HIDDEN_DATA)
-    records = [{name: row[name] for name in queries.HISTORY_FIELDS} for row in found]
+    records = [_record(row) for row in found]
     return JSON(
         {
             "data": line | {"records": records},
             "meta": {"record_count": len(records), "query_time_ms": call.elapsed_ms()},
         }
     )
+
+
+def fee_changes(request: Request) -> Response:
+    """Every change of the matching lines in effective-date order, a page at a time (or all of
+    them, as a download)."""
+    call = CALL.get()
+    account = call.account
+    query = Query(request, CHANGE_PARAMS)
+    dataset = call.dataset
+    values = vocabulary_filters(query, CHANGE_FILTERS)
+    named = venue_codes(query, dataset, account)
+    first, last = query.window()
+    types = query.choices("change_type", CHANGE_TYPES)
+    descending = query.choice("order_dir", queries.ORDER_DIRECTIONS, "asc") == "desc"
+    size = query.integer("page_size", default=20, low=1, high=100)
+    number = query.integer("page_number", default=0, low=0)
+    kind = query.choice("format", export.FORMATS)
+    query.check()
+    refuse_hidden(named, account)
+    selection = queries.Selection(
+        venues=named if named is not None else scope(dataset, account), values=values
+    )
+    chosen = dataset.change_filter(selection, types, first, last)
+    kind = export.wanted_format(kind or None, request.headers.get("accept", ""))
+    if kind != "json":
+        chunks = (
+            [] if chosen is None else dataset.changes.ordered(chosen, descending, export.BATCH_ROWS)
+        )
+        name = f"fee-changes-{dataset.version_id}"
+        return export.download(_change_batches(dataset, chunks), kind, name)
+    total, entries = (
+        (0, []) if chosen is None else dataset.changes.page(chosen, descending, size * number, size)
+    )
+    items = [
+        _change(row) for row in _change_table(dataset, np.asarray(entries, np.int64)).to_pylist()
+    ]
+    meta = {
+        "record_count": total,
+        "total_pages": math.ceil(total / size),
+        "current_page": number,
+        "page_size": size,
+        "query_time_ms": call.elapsed_ms(),
+    }
+    return JSON({"data": items, "meta": meta})
+
+
+def _change_table(dataset: Dataset, entries: Array) -> pa.Table:
+    """The changes at `entries` of the change list, flat: the line's identity, the change's
+    type and day, then each field of the record before and after it (`before_<field>`,
+    `after_<field>`; nulls where there is none), as a download carries them."""
+    found = dataset.changes.columns(entries)
+    line = dataset.summary.table(
+        np.where(found["after"] == NO_RECORD, found["before"], found["after"])
+    )
+    columns: dict[str, Any] = {name: line[column] for name, column in LINE_FIELDS.items()}
+    columns["change_type"] = CHANGE_NAMES.take(pa.array(found["type"].astype(np.int64) - 1))
+    columns["effective_date"] = pa.array(found["day"], pa.int32()).cast(pa.date32())
+    for side in SIDES:
+        records = dataset.summary.table(found[side])
+        columns |= {f"{side}_{name}": records[column] for name, column in RECORD_FIELDS.items()}
+    return pa.table(columns)
+
+
+def _change_batches(dataset: Dataset, chunks: Iterable[Array]) -> Iterator[pa.RecordBatch]:
+    empty = True
+    for entries in chunks:
+        empty = False
+        yield from _change_table(dataset, entries).to_batches()
+    if empty:  # still one (empty) batch, so a download always carries its columns
+        schema = _change_table(dataset, np.empty(0, np.int64)).schema
+        yield pa.RecordBatch.from_pylist([], schema=schema)
+
+
+def _change(row: dict[str, Any]) -> dict[str, Any]:
+    """A change as JSON answers it: the line, the change, and the records before and after it
+    (each null when there is none)."""
+    item = {name: row[name] for name in LINE_FIELDS}
+    item |= {"change_type": row["change_type"], "effective_date": row["effective_date"]}
+    for side in SIDES:
+        record = {name: row[f"{side}_{name}"] for name in RECORD_FIELDS}
+        item[side] = record if record["record_id"] is not None else None
+    return item
+
+
+def _record(row: dict[str, Any]) -> dict[str, Any]:
+    return {name: row[column] for name, column in RECORD_FIELDS.items()}

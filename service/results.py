@@ -47,17 +47,17 @@ def list_results(request: Request) -> Response:
     account = call.account
     query = Query(request, LIST_PARAMS)
     dataset = call.dataset
-    filters = _filters(query)
-    named = _venue_codes(query, dataset, account)
+    filters = vocabulary_filters(query, tuple(queries.RESULT_FILTERS))
+    named = venue_codes(query, dataset, account)
     start, end = query.window()
     latest = query.boolean("latest_only")
     as_of = _as_of(query)
     kind = query.choice("format", export.FORMATS)
     page = _Page(query)
     query.check()
-    _refuse_hidden(named, account)
+    refuse_hidden(named, account)
     selection = queries.Selection(
-        venues=named if named is not None else _scope(dataset, account),
+        venues=named if named is not None else scope(dataset, account),
         values=filters,
         start_date=start,
         end_date=end,
@@ -101,7 +101,7 @@ def results_by_version(request: Request) -> JSON:
         raise NotFound("Version not found.")
     if not any(account.may_see(code) for code in venues):
         raise Forbidden(HIDDEN_DATA)
-    selection = queries.Selection(venues=_scope(dataset, account), version_id=version_id)
+    selection = queries.Selection(venues=scope(dataset, account), version_id=version_id)
     return _page_response(call, dataset, selection, page)
 
 
@@ -112,10 +112,10 @@ async def filters(request: Request) -> JSON:
     account = call.account
     query = Query(request, ("exchange_name", "as_of"))
     dataset = call.dataset
-    named = _venue_codes(query, dataset, account)
+    named = venue_codes(query, dataset, account)
     as_of = query.day("as_of")
     query.check()
-    _refuse_hidden(named, account)
+    refuse_hidden(named, account)
     codes = named or dataset.visible(account)
     if as_of is None:
         venues = [dataset.venues[code] for code in codes if dataset.venues[code].records]
@@ -194,22 +194,24 @@ def _included(query: Query) -> queries.Included:
     return queries.Included(source=source, relationships=footnotes or definitions)
 
 
-def _scope(dataset: Dataset, account: Account) -> list[str] | None:
+def scope(dataset: Dataset, account: Account) -> list[str] | None:
     """The venues a key is limited to; None when it sees every venue (no condition needed)."""
     return None if account.exchanges is None else dataset.visible(account)
 
 
-def _filters(query: Query) -> dict[str, list[str]]:
-    """The given dimension filters (venues aside), each value checked against its vocabulary."""
+def vocabulary_filters(query: Query, names: tuple[str, ...]) -> dict[str, list[str]]:
+    """The given dimension filters of `names` (results filters; venues aside), each value
+    checked against its vocabulary."""
     chosen = {}
-    for name, column in queries.RESULT_FILTERS.items():
+    for name in names:
+        column = queries.RESULT_FILTERS[name]
         values = None if column == "exchange" else query.choices(name, CLOSED_VALUES[column])
         if values is not None:
             chosen[name] = values
     return chosen
 
 
-def _venue_codes(query: Query, dataset: Dataset, account: Account) -> list[str] | None:
+def venue_codes(query: Query, dataset: Dataset, account: Account) -> list[str] | None:
     """The venues named by `exchange_name` (any name or alias), as codes; None when not given."""
     names = query.values("exchange_name")
     if names is None:
@@ -224,6 +226,6 @@ def _venue_codes(query: Query, dataset: Dataset, account: Account) -> list[str] 
     return [code for code in codes if code is not None]
 
 
-def _refuse_hidden(codes: list[str] | None, account: Account) -> None:
+def refuse_hidden(codes: list[str] | None, account: Account) -> None:
     if any(not account.may_see(code) for code in codes or []):
         raise Forbidden(HIDDEN_DATA)

@@ -155,9 +155,12 @@ def extra_venue(version_dir: Path) -> None:
         (miscount, "nasdaq (8 records, manifest 9)"),
         (drop_venue, "memx (0 records, manifest 3)"),
         (extra_venue, "iex (3 records, manifest 0)"),
-        (older_schema, "written for schema 1, this service reads schema 4: run `fees ingest`"),
+        (older_schema, "written for schema 1 and layout 3, this service reads schema 4 and "
+                       "layout 3: run `fees ingest`"),
         (drop_serving_copy, "serving.duckdb is missing"),
         (drop_index, "index is missing"),
+        (lambda version_dir: (version_dir / "index" / "records.arrow").unlink(),
+         "index/records.arrow is missing"),
         (lambda version_dir: truncate(version_dir / "fees" / "exchange=memx" / "data_0.parquet"),
          "fees/exchange=memx/data_0.parquet cannot be read"),
     ],

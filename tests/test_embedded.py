@@ -6,12 +6,15 @@ from datetime import date
 from decimal import Decimal
 from pathlib import Path
 
+import httpx
 import pytest
 
 from ingest import coverage
 from ingest.pipeline import IngestResult, run_ingest
 from ingest.query import open_version
 from ingest.schema import VOCABULARIES
+from service.settings import Settings
+from tests.conftest import LiveServer, exchange_headers
 from tools import embedded
 
 ROOT = Path(__file__).parent.parent
@@ -204,3 +207,37 @@ def test_a_real_rate_change_is_one_line_with_its_before_and_after(version: Inges
         "https://info.memxtrading.com/trader-alert-21-37-fee-schedule-update-effective-january-3-2022/"
     )
     assert len(history) == 6
+
+
+def test_the_real_rate_change_is_listed_with_its_before_and_after(
+    version: IngestResult, accounts_file: Path
+) -> None:
+    """`GET /fee-changes/` over the embedded data, through the server: the same Trader Alert
+    21-37 cut, on its effective date, with both records and the alert as the source."""
+    settings = Settings(data_dir=version.version_dir.parent.parent, accounts_file=accounts_file)
+    params = {
+        "exchange_name": "memx", "fee_action": "make", "change_type": "changed",
+        "start_date": "2022-01-03", "end_date": "2022-01-03", "page_size": "100",
+    }  # fmt: skip
+    with LiveServer(settings) as live:
+        response = httpx.get(
+            f"{live.url}/api/v1/fee-changes/", params=params, headers=exchange_headers()
+        )
+    assert response.status_code == 200
+    [change] = [
+        item for item in response.json()["data"]
+        if item["line_id"] == "0a646fbc-9774-935f-b982-3acd4ff31ed1"
+    ]  # fmt: skip
+    assert (change["label"], change["effective_date"]) == (
+        "Fee code B, D or J: Added displayed volume", "2022-01-03",
+    )  # fmt: skip
+    before, after = change["before"], change["after"]
+    assert (before["fee_amount"], before["amount"], before["effective_end"]) == (
+        "($0.0028)", -0.0028, "2022-01-02",
+    )  # fmt: skip
+    assert (after["fee_amount"], after["amount"], after["unit"]) == (
+        "($0.0022)", -0.0022, "per_share",
+    )  # fmt: skip
+    assert after["source_link"] == (
+        "https://info.memxtrading.com/trader-alert-21-37-fee-schedule-update-effective-january-3-2022/"
+    )

@@ -17,7 +17,7 @@ import duckdb
 import pyarrow.parquet as pq
 import pytest
 
-from ingest import layout, pipeline, publish, synth
+from ingest import layout, publish, synth
 from ingest.__main__ import main
 from ingest.errors import IngestError, IngestLocked, MalformedFile, RowsRejected
 from ingest.pipeline import IngestResult, run_ingest
@@ -313,7 +313,7 @@ def test_a_new_layout_rebuilds_unchanged_input(
     raw_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     first = run_ingest(raw_dir, tmp_path / "data", registry=REGISTRY)
-    monkeypatch.setattr(pipeline, "LAYOUT_VERSION", pipeline.LAYOUT_VERSION + 1)
+    monkeypatch.setattr(layout, "LAYOUT_VERSION", layout.LAYOUT_VERSION + 1)
     again = run_ingest(raw_dir, tmp_path / "data", registry=REGISTRY)
     assert again.changed and again.version_id != first.version_id
 
@@ -496,15 +496,19 @@ def test_if_stale_publishes_only_when_nothing_servable_is_current(
     assert main(["--raw", str(tmp_path / "embedded"), *args]) == 0
     assert layout.current_version_dir(data) == mine
     assert capsys.readouterr().out == (
-        f"a version of schema 4 is current (--if-stale): version {mine.name} is current; "
-        "nothing published\n"
+        f"a version of schema 4 and layout 3 is current (--if-stale): version {mine.name} is "
+        "current; nothing published\n"
     )
-    manifest = layout.read_manifest(mine)
-    (mine / "manifest.json").write_text(json.dumps(manifest | {"schema_version": 1}))
-    assert main(["--raw", str(tmp_path / "embedded"), *args]) == 0
-    rebuilt = layout.current_version_dir(data)
-    assert rebuilt != mine and rebuilt is not None
-    assert [record["fee_name"] for record in read_fees(rebuilt)] == ["Embedded"]
+    for stale in ({"schema_version": 1}, {"layout_version": 2}):
+        assert main(["--raw", str(tmp_path / "mine"), *args[:-1]]) == 0
+        mine = layout.current_version_dir(data)
+        assert mine is not None
+        manifest = layout.read_manifest(mine)
+        (mine / "manifest.json").write_text(json.dumps(manifest | stale))
+        assert main(["--raw", str(tmp_path / "embedded"), *args]) == 0
+        rebuilt = layout.current_version_dir(data)
+        assert rebuilt != mine and rebuilt is not None
+        assert [record["fee_name"] for record in read_fees(rebuilt)] == ["Embedded"]
 
 
 def test_published_files_are_partitioned_by_venue_and_compressed(

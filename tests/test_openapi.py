@@ -33,9 +33,9 @@ REGISTRY: Registry[Any] = Registry().with_resource(
 HTTP_METHODS = ("get", "put", "post", "delete", "options", "head", "patch", "trace")
 UNTRIGGERABLE = {"500", "503"}  # no failure or empty warehouse in the shared fixture
 JSON = "application/json"
-DOWNLOADS = {"text/csv", "application/vnd.apache.parquet"}  # 200 of the results list only
+DOWNLOADS = {"text/csv", "application/vnd.apache.parquet"}  # 200 of the two lists only
 # Collections are documented with a trailing slash, as the compatible service declares them.
-COLLECTIONS = {"/exchanges", "/fee-schedule-results"}
+COLLECTIONS = {"/exchanges", "/fee-schedule-results", "/fee-changes"}
 
 
 # ------------------------------------------------------------------------------ helpers
@@ -294,6 +294,7 @@ RESULTS = "/api/v1/fee-schedule-results/"
 VERSION = RESULTS + "versions/{version_id}"  # the fixture's version
 RECORD = RESULTS + "{record_id}"  # a nasdaq record
 LINE = "/api/v1/fee-lines/{line_id}"  # that record's fee line
+CHANGES = "/api/v1/fee-changes/"
 
 # (name, URL, the headers that carry a key) of every operation but the OpenAPI document.
 OPERATIONS: list[tuple[str, str, Callable[..., dict[str, str]]]] = [
@@ -311,6 +312,7 @@ OPERATIONS: list[tuple[str, str, Callable[..., dict[str, str]]]] = [
     ("by-version", VERSION, exchange_headers),
     ("result", RECORD, exchange_headers),
     ("line", LINE, exchange_headers),
+    ("changes", CHANGES, exchange_headers),
 ]
 MANY_HEADERS = {f"x-filler-{number}": "v" for number in range(101)}
 KEYLESS: list[tuple[str, str, Callable[..., dict[str, str]]]] = [
@@ -456,6 +458,22 @@ CASES = {
     ),
     "line": Case("GET", LINE, EXCHANGE, 200),
     "line-v1-slash": Case("GET", "/v1/fee-lines/{line_id}/", EXCHANGE, 200),
+    "changes": Case("GET", CHANGES, EXCHANGE, 200),
+    "changes-v1-no-slash": Case("GET", "/v1/fee-changes", EXCHANGE, 200),
+    "changes-every-filter": Case(
+        "GET",
+        f"{CHANGES}?exchange_name=nasdaq&exchange_name=MEMX&fee_type=equity&fee_category="
+        "fees_and_rebates&fee_action=make&fee_participant=all&start_date=2019-01-01"
+        "&end_date=2030-12-31&change_type=added&change_type=changed&order_dir=desc"
+        "&page_size=3&page_number=1",
+        EXCHANGE,
+        200,
+    ),
+    "changes-scoped-key": Case("GET", CHANGES, EXCHANGE_NYSE, 200),
+    "changes-past-the-end": Case("GET", f"{CHANGES}?page_number=100", EXCHANGE, 200),
+    "changes-csv": Case("GET", f"{CHANGES}?format=csv", EXCHANGE, 200, CSV),
+    "changes-parquet": Case("GET", f"{CHANGES}?format=parquet", EXCHANGE, 200, PARQUET),
+    "changes-accept-csv": Case("GET", CHANGES, {**EXCHANGE, "Accept": CSV}, 200, CSV),
     "result-with-everything": Case(
         "GET",
         RECORD + "?include_source=true&include_footnotes=true&include_definitions=true",
@@ -552,6 +570,7 @@ CASES = {
     "by-version-unknown-key": Case("GET", VERSION, exchange_headers("wrong"), 401),
     "result-no-key": Case("GET", RECORD, NO_KEY, 401),
     "line-no-key": Case("GET", LINE, NO_KEY, 401),
+    "changes-no-key": Case("GET", CHANGES + "?change_type=moved", NO_KEY, 401),
     # 429: every operation, with the key whose one token the test spends first
     **{
         f"{name}-rate-limited": Case("GET", url, headers(LIMITED_KEY), 429, server="limited_client")
@@ -596,6 +615,7 @@ CASES = {
     ),
     "result-hidden": Case("GET", RECORD, EXCHANGE_NYSE, 403),
     "line-hidden": Case("GET", LINE, EXCHANGE_NYSE, 403),
+    "changes-hidden-venue": Case("GET", f"{CHANGES}?exchange_name=nasdaq", EXCHANGE_NYSE, 403),
     # 404: unknown supplier on endpoints 1-4, and a venue outside the key's scope
     "participants-unknown-supplier": Case(
         "GET", f"{SUPPLIERS}/nowhere/participants", SUPPLIER, 404
@@ -635,6 +655,7 @@ CASES = {
     "by-version-post": Case("POST", VERSION, NO_KEY, 405),
     "result-put": Case("PUT", RECORD, EXCHANGE, 405),
     "line-post": Case("POST", LINE, EXCHANGE, 405),
+    "changes-delete": Case("DELETE", CHANGES, EXCHANGE, 405),
     # 422: the exchange family but its venue list, every refused parameter at once
     "exchange-any-parameter": Case("GET", "/api/v1/exchanges/nasdaq?page=2", EXCHANGE, 422),
     "results-every-problem": Case(
@@ -660,6 +681,16 @@ CASES = {
     "result-not-a-boolean": Case("GET", RECORD + "?include_source=yes", EXCHANGE, 422),
     "result-unknown-parameter": Case("GET", RECORD + "?include_everything=true", EXCHANGE, 422),
     "line-any-parameter": Case("GET", LINE + "?include_source=true", EXCHANGE, 422),
+    "changes-every-problem": Case(
+        "GET",
+        f"{CHANGES}?change_type=moved&start_date=2023-02-30&order_dir=up&as_of=2023-01-01"
+        "&fee_symbol_type=both&page_size=0",
+        EXCHANGE,
+        422,
+    ),
+    "changes-end-before-start": Case(
+        "GET", f"{CHANGES}?start_date=2023-02-01&end_date=2023-01-01", EXCHANGE, 422
+    ),
     "result-relationships-not-a-boolean": Case(
         "GET", RECORD + "?include_footnotes=yes", EXCHANGE, 422
     ),

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from ingest.layout import CHANGE_TYPES
 from ingest.schema import CLOSED_VALUES, UNITS
 from service import errors, export, results, supplier_data
 from service.dataset import queries
@@ -56,6 +57,8 @@ FROM_CODE: dict[str, tuple[list[Any], bool]] = {
     "/components/parameters/UncertainFilter/schema/items": (list(CLOSED_VALUES["uncertain"]), True),
     "/components/parameters/OrderBy/schema": (list(queries.ORDER_COLUMNS), True),
     "/components/parameters/OrderDir/schema": (list(queries.ORDER_DIRECTIONS), True),
+    "/components/parameters/ChangeOrderDir/schema": (list(queries.ORDER_DIRECTIONS), True),
+    "/components/schemas/ChangeTypeValue": (list(CHANGE_TYPES), True),
     "/components/parameters/Format/schema": (list(export.FORMATS), True),
     "/components/schemas/ExchangeError/properties/error/properties/code": (
         [error.code for error in ERROR_CLASSES],

@@ -47,8 +47,14 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from ingest import layout, publish
-from ingest.layout import INDEX_DIR, ROLLUP_DIR, VERSION_KEY, current_version_dir, read_manifest
-from ingest.schema import SCHEMA_VERSION
+from ingest.layout import (
+    INDEX_DIR,
+    ROLLUP_DIR,
+    VERSION_KEY,
+    current_version_dir,
+    read_manifest,
+    servable,
+)
 from service.app import server_options
 from service.settings import Settings
 from tools.bench_ingest import ensure_synth, machine, synth_digest, write_section
@@ -136,14 +142,15 @@ def cold_cases(data: Path) -> list[Case]:
 
 
 def ensure_dataset(rows: int, registry: Path) -> Path:
-    """The synthetic records ingested, once: again when the generator or the schema changed."""
+    """The synthetic records ingested, once: again when the generator, the schema or the
+    version layout changed."""
     data = Path(".bench") / f"warehouse-{rows}"
     raw = ensure_synth(rows, registry)
     made_from = data / ".synth"  # the generator digest of the files it was ingested from
     current = current_version_dir(data)
     if (
         current is None
-        or read_manifest(current).get("schema_version") != SCHEMA_VERSION
+        or not servable(read_manifest(current))
         or not made_from.exists()
         or made_from.read_text() != synth_digest()
     ):
@@ -193,6 +200,16 @@ RESULT_CASES = [
      None),
     (Case("results, page 10,000", f"{RESULTS}?page_size=20&page_number=10000",
           EXCHANGE_HEADERS), 50, 30.0),
+]  # fmt: skip
+CHANGES = "/api/v1/fee-changes/"
+CHANGE_TARGET = 20.0  # p50 ms of a page of fee changes (#23)
+CHANGE_CASES = [
+    (Case("fee changes, one venue in one year", f"{CHANGES}?exchange_name=box"
+          "&start_date=2024-01-01&end_date=2024-12-31", EXCHANGE_HEADERS), 100, CHANGE_TARGET),
+    (Case("fee changes, newest first, no filter", f"{CHANGES}?order_dir=desc",
+          EXCHANGE_HEADERS), 100, CHANGE_TARGET),
+    (Case("fee changes, equity take, page 100", f"{CHANGES}?fee_type=equity&fee_action=take"
+          "&page_number=100", EXCHANGE_HEADERS), 100, CHANGE_TARGET),
 ]  # fmt: skip
 LINE_CALLS, LINE_TARGET = 200, 5.0  # a fee line's history: calls, p50 ms
 
@@ -497,6 +514,7 @@ def main(argv: list[str] | None = None) -> int:
                     (case, calls, target, server_times(args.port, case, calls))
                     for case, calls, target in [
                         *RESULT_CASES,
+                        *CHANGE_CASES,
                         (line_case(datasets[rows]), LINE_CALLS, LINE_TARGET),
                     ]
                 ]

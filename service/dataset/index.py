@@ -21,8 +21,10 @@ from typing import Any, Final
 
 import numpy as np
 import numpy.typing as npt
+import pyarrow as pa
+import pyarrow.compute as pc
 
-from ingest.layout import CODE_TYPES, CODES_FILE, NO_END, NULL_RANK
+from ingest.layout import CODE_TYPES, CODED, CODES_FILE, NO_END, NO_RECORD, NULL_RANK
 from service.dataset.queries import ORDER_COLUMNS, RESULT_FILTERS, Selection
 
 EPOCH: Final = date(1970, 1, 1)
@@ -98,6 +100,10 @@ class ResultsIndex:
             for name in (*CODE_TYPES, "record_rank", "amount_rank")
         }
         self.size = len(self._arrays["exchange"])
+        # Each coded column's values by code, for `decoded` (code 0, no value: null).
+        self._values_of = {
+            column: pa.array([None, *values], pa.string()) for column, values in names.items()
+        }
         self.runs = self._find_runs()
         # Each run's distinct effective starts and where each begins, so requests only read them.
         starts = self._arrays["effective_start"]
@@ -138,6 +144,25 @@ class ResultsIndex:
         if not count:
             return Holding(0, values, None, None)
         return Holding(count, values, _date(min(firsts)), _date(max(lasts)))
+
+    def decoded(self, positions: Array) -> dict[str, pa.Array]:
+        """The venue, the coded columns and the period of the records at `positions` (nulls
+        for `NO_RECORD`), as Arrow arrays under their dataset names: each code's value
+        (`uncertain` as a boolean), the dates as dates (`effective_end` null while open)."""
+        missing = positions == NO_RECORD
+        at = np.where(missing, 0, positions)
+        found = {
+            column: self._values_of[column].take(
+                pa.array(np.asarray(self._arrays[column][at]), mask=missing)
+            )
+            for column in ("exchange", *CODED)
+        }
+        found["uncertain"] = pc.equal(found["uncertain"], "true")
+        starts = np.asarray(self._arrays["effective_start"][at])
+        ends = np.asarray(self._arrays["effective_end"][at])
+        found["effective_start"] = pa.array(starts, mask=missing).cast(pa.date32())
+        found["effective_end"] = pa.array(ends, mask=missing | (ends == NO_END)).cast(pa.date32())
+        return found
 
     def _present(self, column: str, seen: Array) -> list[str]:
         """The values of a coded column with any record (no value, code 0, left out)."""
@@ -255,7 +280,7 @@ class ResultsIndex:
 
     def _matches(self, selection: Selection) -> list["Match"]:
         """Each selected run with the part of it that matches."""
-        wanted = self._wanted_codes(selection)
+        wanted = self.wanted_codes(selection)
         if wanted is None:
             return []
         window = Window(
@@ -289,7 +314,7 @@ class ResultsIndex:
         positions = run.start + np.flatnonzero(keep)
         return Match(run, stop, positions) if len(positions) else None
 
-    def _wanted_codes(self, selection: Selection) -> dict[str, Array] | None:
+    def wanted_codes(self, selection: Selection) -> dict[str, Array] | None:
         """Per filtered column, a lookup table of its wanted codes; None when nothing can
         match."""
         lists = dict(selection.values)

@@ -11,7 +11,6 @@ from datetime import date
 from typing import Any, Final
 
 from ingest.layout import LINE_TEXT, TEXT_ID
-from ingest.schema import CLASSIFYING
 
 # Views over one version's files; the paths are the service's own, quoted by the caller. The
 # files are listed once, when the version is opened (a published version never changes), so
@@ -241,42 +240,6 @@ WHERE rowid = ANY($positions)
 def results_at(positions: list[int], included: Included) -> tuple[str, dict[str, Any]]:
     sql = ROWS_AT.format(projection=result_item("json"))
     return sql, {"positions": positions, **included.parameters()}
-
-
-# A fee line's history: its identity (`docs/raw-format.md`, "Fee lines"), under the results'
-# names, the same on each of its records, then each record's figure, period and source. Only
-# these: a line's records lie apart in the serving copy, and each column read costs a vector
-# decoded per record (docs/benchmarks.md).
-LINE_FIELDS: Final = {
-    "line_id": LINE_TEXT,
-    **{name: column for name, column in RESULT_FILTERS.items() if column in CLASSIFYING},
-    "label": "coalesce(line_name, fee_name)",
-    "fee_monthly_volume": "volume_tier",
-}
-HISTORY_FIELDS: Final = {
-    "record_id": TEXT_ID,
-    "fee_charge_type": "fee_name",
-    "fee_amount": "fee_amount",
-    "amount": "CAST(amount AS DOUBLE)",
-    "currency": "currency",
-    "unit": "unit",
-    "fee_basis": "fee_basis",
-    "effective_start": "strftime(effective_start, '%Y-%m-%d')",
-    "effective_end": "strftime(effective_end, '%Y-%m-%d')",
-    "source_kind": "source_kind",
-    "date_basis": "date_basis",
-    "uncertain": "uncertain",
-    "source_document": "source_document",
-    "source_link": "source_url",
-}
-LINE_HISTORY: Final = ", ".join(
-    f"{value} AS {name}" for name, value in (LINE_FIELDS | HISTORY_FIELDS).items()
-)
-
-
-def line_history(positions: list[int]) -> tuple[str, dict[str, Any]]:
-    """A line's records (`service.dataset.lines.LineIndex.positions`), for `Dataset.rows_at`."""
-    return ROWS_AT.format(projection=LINE_HISTORY), {"positions": positions}
 
 
 # The supplier family's record (`/suppliers/{name}/data`): its own names, in its own order.

@@ -1,7 +1,8 @@
 """One published dataset version, opened and checked, and the questions it answers.
 
 Opening a version checks it against its manifest, attaches its serving copy, memory-maps its
-results index (`index`) and its line index (`lines`) and reads the rollups the ingest counted
+results index (`index`), its line index (`lines`), its change list (`changes`) and its record
+summary (`summary`) and reads the rollups the ingest counted
 for it (`rollups`: discovery counts; `venues`: venue summaries, coverage runs, versions); a
 request then runs one small query on its own cursor (`engine`), or none at all. A version
 whose files do not match its manifest (a venue's file missing, unreadable or holding another
@@ -20,13 +21,16 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from ingest import layout
 from ingest.layout import COUNTED, INDEX_DIR, SERVING_FILE, read_manifest, sql_string
 from ingest.schema import SCHEMA_VERSION
 from service.accounts import Account
 from service.dataset import queries
+from service.dataset.changes import ChangeFilter, ChangeList
 from service.dataset.engine import Engine
-from service.dataset.index import Array, Holding, ResultsIndex
+from service.dataset.index import EPOCH, Array, Holding, ResultsIndex
 from service.dataset.lines import LineIndex
+from service.dataset.records import Records
 from service.dataset.rollups import ENCODED, DiscoveryCounts, read_rollup
 from service.dataset.venues import DETAIL_COLUMNS, coverage_of, venues_of, versions_of
 from service.settings import Settings
@@ -43,10 +47,12 @@ class Dataset:
     def __init__(self, version_dir: Path, settings: Settings) -> None:
         self.version_dir = version_dir
         self.manifest = read_manifest(version_dir)
-        if self.manifest.get("schema_version") != SCHEMA_VERSION:
+        if not layout.servable(self.manifest):
             raise DamagedVersion(
-                f"{version_dir.name}: written for schema {self.manifest.get('schema_version')}, "
-                f"this service reads schema {SCHEMA_VERSION}: run `fees ingest` to rebuild it"
+                f"{version_dir.name}: written for schema {self.manifest.get('schema_version')} "
+                f"and layout {self.manifest.get('layout_version')}, this service reads schema "
+                f"{SCHEMA_VERSION} and layout {layout.LAYOUT_VERSION}: run `fees ingest` to "
+                "rebuild it"
             )
         self.version_id: str = self.manifest["version_id"]
         self.records: int = self.manifest["records"]
@@ -71,15 +77,24 @@ class Dataset:
         registry = sql_string(str(self.version_dir / "exchanges.parquet"))
         self.db.con.execute(queries.CREATE_FEES_VIEW.format(files=files))
         self.db.con.execute(queries.CREATE_REGISTRY_VIEW.format(registry=registry))
-        for part in (SERVING_FILE, INDEX_DIR):
+        for part in (SERVING_FILE, INDEX_DIR, f"{INDEX_DIR}/{layout.SUMMARY_FILE}"):
             if not (self.version_dir / part).exists():
                 raise DamagedVersion(f"{self.version_dir.name}: {part} is missing")
         serving = sql_string(str(self.version_dir / SERVING_FILE))
         self.db.con.execute(f"ATTACH {serving} AS serving (READ_ONLY)")
         index = ResultsIndex(self.version_dir / INDEX_DIR)
         self.lines = LineIndex(self.version_dir / INDEX_DIR)
+        self.summary = Records(self.version_dir / INDEX_DIR, index)
+        self.changes = ChangeList(self.version_dir / INDEX_DIR)
+        if self.summary.columns != list(layout.SUMMARY_COLUMNS):
+            raise DamagedVersion(f"{self.version_dir.name}: the record summary's columns differ")
         [(rows,)] = self.db.query(queries.COUNT_SERVING)
-        sizes = {"serving copy": rows, "results index": index.size, "line index": self.lines.size}
+        sizes = {
+            "serving copy": rows,
+            "results index": index.size,
+            "line index": self.lines.size,
+            "record summary": self.summary.size,
+        }
         for name, size in sizes.items():
             if size != self.records:
                 raise DamagedVersion(
@@ -132,6 +147,27 @@ class Dataset:
         selection = queries.Selection(venues=codes, in_force_on=day)
         columns = {"exchange": "exchange", **DETAIL_COLUMNS}
         return self.index.holding(selection, columns, self.as_of)
+
+    def change_filter(
+        self,
+        selection: queries.Selection,
+        types: list[str] | None,
+        first: date | None,
+        last: date | None,
+    ) -> ChangeFilter | None:
+        """The change list's filter for a selection's venues and values, change types and
+        window on the change's day; None when nothing can match."""
+        wanted = self.index.wanted_codes(selection)
+        if wanted is None:
+            return None
+        venues = wanted.pop("exchange", None)
+        return ChangeFilter(
+            venues=None if venues is None else np.flatnonzero(venues).tolist(),
+            wanted=wanted,
+            types=types,
+            first_day=None if first is None else (first - EPOCH).days,
+            last_day=None if last is None else (last - EPOCH).days,
+        )
 
     def visible(self, account: Account) -> list[str]:
         """The venue codes an account may see."""

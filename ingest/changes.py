@@ -1,0 +1,125 @@
+"""The change list of a version: every change of every fee line, as `GET /fee-changes` lists them
+(the layout: `ingest.layout.CHANGE_FILES`).
+
+The rules, per line in effective order (docs/raw-format.md, "Fee changes"):
+
+    the first record                      added, on its start
+    a record starting the day after the   changed, on its start, when what a client sees differs
+    previous one ends                     (the figure, its basis or its unit); else no change
+    a record after a gap                  removed, the day after the earlier one ends; then
+                                          added, on its start
+    a record that ends (and no record     removed, the day after its end
+    follows the next day)
+
+What a client sees of a figure is its amount and currency when it has one (`$0.0030` and
+`$0.003` are one figure), else its printed text. The ingest has rejected overlapping records of
+a line, so a record starts at the earliest the day after the previous one ends.
+
+The list is made from arrays the index already holds (the line order, the periods, the venue
+codes) and one hash per record of what a client sees, in numpy: a window over the line id in
+SQL sorts every record again.
+"""
+
+from pathlib import Path
+from typing import Any, Final
+
+import duckdb
+import numpy as np
+import numpy.typing as npt
+
+from ingest.layout import CHANGE_FILES, CHANGE_FILTERED, CHANGE_TYPES, NO_END, NO_RECORD
+
+Array = npt.NDArray[Any]
+
+# What a client sees of each record, per position (in table order): equal hashes, no change.
+SEEN: Final = """
+SELECT hash(
+    CASE
+        WHEN amount IS NULL THEN fee_amount
+        ELSE CAST(amount AS VARCHAR) || ' ' || coalesce(currency, '')
+    END,
+    fee_basis,
+    unit
+) AS seen
+FROM {records}
+"""
+
+# Coded as 1-based places in `CHANGE_TYPES`.
+ADDED, CHANGED, REMOVED = range(1, len(CHANGE_TYPES) + 1)
+
+
+def write_changes(
+    con: duckdb.DuckDBPyConnection,
+    records: str,
+    index: Path,
+    coded: dict[str, Array],
+    lines: tuple[Array, Array],
+) -> None:
+    """Write the change list (`CHANGE_FILES`) of the records in `records` into `index/`, from
+    the results index's arrays (`coded`: periods and codes by position) and the line index
+    (`line_order`, `line_bounds`)."""
+    seen = con.execute(SEEN.format(records=records)).fetchnumpy()["seen"]
+    periods = coded["effective_start"], coded["effective_end"]
+    day, kind, before, after, line = _changes(*lines, *periods, seen)
+    del seen
+    # Change order: effective date, then line (lines are numbered in line id order).
+    key = (day.astype(np.int64) << np.int64(32)) | line.astype(np.int64)
+    by_change = np.argsort(key, kind="stable")
+    del key, line
+    rank = np.empty(len(by_change), dtype=np.uint32)
+    rank[by_change] = np.arange(len(by_change), dtype=np.uint32)
+    record = np.where(after == NO_RECORD, before, after)  # the line's, for its codes
+    exchange = coded["exchange"]
+    venue = exchange[record]
+    # Grouped by venue, in change order within each (a stable sort of the small codes).
+    order = by_change[np.argsort(venue[by_change], kind="stable")]
+    bounds = np.searchsorted(venue[order], np.arange(int(np.iinfo(exchange.dtype).max) + 2))
+    record = record[order]
+    arrays = {
+        "change_day": day[order],
+        "change_type": kind[order],
+        "change_before": before[order],
+        "change_after": after[order],
+        "change_rank": rank[order],
+        **{f"change_{column}": coded[column][record] for column in CHANGE_FILTERED},
+        "change_bounds": bounds.astype(np.int64),
+    }
+    for name in CHANGE_FILES:
+        np.save(index / f"{name}.npy", arrays[name])
+
+
+def _changes(
+    order: Array, bounds: Array, starts: Array, ends: Array, seen: Array
+) -> tuple[Array, Array, Array, Array, Array]:
+    """Each change's day, type, records before and after (positions, or `NO_RECORD`) and line
+    number, in no particular order."""
+    size = len(order)
+    line = np.repeat(np.arange(len(bounds) - 1, dtype=np.uint32), np.diff(bounds))
+    start = starts[order].astype(np.int64)
+    end = ends[order].astype(np.int64)
+    first = np.zeros(size, dtype=bool)
+    first[bounds[:-1]] = True
+    # A record follows the previous one of its line when it starts the day after it ends.
+    follows = np.zeros(size, dtype=bool)
+    follows[1:] = ~first[1:] & (start[1:] == end[:-1] + 1)
+    followed = np.append(follows[1:], False)
+    differs = np.zeros(size, dtype=bool)
+    differs[1:] = seen[order[1:]] != seen[order[:-1]]
+    added = np.flatnonzero(~follows)
+    changed = np.flatnonzero(follows & differs)
+    removed = np.flatnonzero((end != NO_END) & ~followed)
+    positions = order.astype(np.int32)
+    previous = np.concatenate(([NO_RECORD], positions[:-1])).astype(np.int32)
+
+    picked = (added, changed, removed)
+    return (
+        np.concatenate((start[added], start[changed], end[removed] + 1)).astype(np.int32),
+        np.repeat(np.array([ADDED, CHANGED, REMOVED], np.uint8), [len(p) for p in picked]),
+        np.concatenate((_none(len(added)), previous[changed], positions[removed])),
+        np.concatenate((positions[added], positions[changed], _none(len(removed)))),
+        np.concatenate([line[p] for p in picked]),
+    )
+
+
+def _none(count: int) -> Array:
+    return np.full(count, NO_RECORD, dtype=np.int32)
