@@ -27,7 +27,7 @@ import duckdb
 import numpy as np
 import numpy.typing as npt
 
-from ingest.layout import CHANGE_FILES, CHANGE_FILTERED, CHANGE_TYPES, NO_END, NO_RECORD
+from ingest.layout import CHANGE_FILTERED, CHANGE_TYPES, NO_END, NO_RECORD
 
 Array = npt.NDArray[Any]
 
@@ -44,6 +44,8 @@ SELECT hash(
 FROM {records}
 """
 
+# The results index's arrays the list is made from (by position).
+CHANGES_READ: Final = ("exchange", "effective_start", "effective_end", *CHANGE_FILTERED)
 # Coded as 1-based places in `CHANGE_TYPES`.
 ADDED, CHANGED, REMOVED = range(1, len(CHANGE_TYPES) + 1)
 
@@ -73,19 +75,23 @@ def write_changes(
     venue = exchange[record]
     # Grouped by venue, in change order within each (a stable sort of the small codes).
     order = by_change[np.argsort(venue[by_change], kind="stable")]
+    del by_change
     bounds = np.searchsorted(venue[order], np.arange(int(np.iinfo(exchange.dtype).max) + 2))
     record = record[order]
+    # Saved one at a time, each let go once saved: at 10M records the lists are 200 MB.
     arrays = {
-        "change_day": day[order],
-        "change_type": kind[order],
-        "change_before": before[order],
-        "change_after": after[order],
-        "change_rank": rank[order],
-        **{f"change_{column}": coded[column][record] for column in CHANGE_FILTERED},
-        "change_bounds": bounds.astype(np.int64),
+        "change_day": day,
+        "change_type": kind,
+        "change_before": before,
+        "change_after": after,
+        "change_rank": rank,
     }
-    for name in CHANGE_FILES:
-        np.save(index / f"{name}.npy", arrays[name])
+    del day, kind, before, after, rank
+    for name in list(arrays):
+        np.save(index / f"{name}.npy", arrays.pop(name)[order])
+    for column in CHANGE_FILTERED:
+        np.save(index / f"change_{column}.npy", coded[column][record])
+    np.save(index / "change_bounds.npy", bounds.astype(np.int64))
 
 
 def _changes(
@@ -95,25 +101,28 @@ def _changes(
     number, in no particular order."""
     size = len(order)
     line = np.repeat(np.arange(len(bounds) - 1, dtype=np.uint32), np.diff(bounds))
-    start = starts[order].astype(np.int64)
-    end = ends[order].astype(np.int64)
+    start, end = starts[order], ends[order]  # days, in line order (an open end: NO_END)
     first = np.zeros(size, dtype=bool)
     first[bounds[:-1]] = True
     # A record follows the previous one of its line when it starts the day after it ends.
     follows = np.zeros(size, dtype=bool)
-    follows[1:] = ~first[1:] & (start[1:] == end[:-1] + 1)
+    follows[1:] = ~first[1:] & (start[1:] - 1 == end[:-1])
+    del first
     followed = np.append(follows[1:], False)
+    shown = seen[order]
     differs = np.zeros(size, dtype=bool)
-    differs[1:] = seen[order[1:]] != seen[order[:-1]]
+    differs[1:] = shown[1:] != shown[:-1]
+    del shown
     added = np.flatnonzero(~follows)
     changed = np.flatnonzero(follows & differs)
     removed = np.flatnonzero((end != NO_END) & ~followed)
+    del follows, followed, differs
     positions = order.astype(np.int32)
     previous = np.concatenate(([NO_RECORD], positions[:-1])).astype(np.int32)
 
     picked = (added, changed, removed)
     return (
-        np.concatenate((start[added], start[changed], end[removed] + 1)).astype(np.int32),
+        np.concatenate((start[added], start[changed], end[removed] + 1)),
         np.repeat(np.array([ADDED, CHANGED, REMOVED], np.uint8), [len(p) for p in picked]),
         np.concatenate((_none(len(added)), previous[changed], positions[removed])),
         np.concatenate((positions[added], positions[changed], _none(len(removed)))),

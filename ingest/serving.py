@@ -27,7 +27,7 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
-from ingest.changes import write_changes
+from ingest.changes import CHANGES_READ, write_changes
 from ingest.layout import (
     CODE_TYPES,
     CODED,
@@ -145,17 +145,26 @@ def _write_index(con: duckdb.DuckDBPyConnection, index: Path) -> None:
         {"venues": names["exchange"], "versions": names["version_id"]}
         | {name: names[name] for name in CODED},
     ).fetchnumpy()
-    coded = {name: np.asarray(columns.pop(name), dtype=kind) for name, kind in CODE_TYPES.items()}
-    for name, array in coded.items():
+    kept = {}  # what the change list reads; the other arrays are let go once saved
+    for name, kind in CODE_TYPES.items():
+        array = np.asarray(columns.pop(name), dtype=kind)
         np.save(index / f"{name}.npy", array)
+        if name in CHANGES_READ:
+            kept[name] = array
+    del array
+    _write_ranks(con, index)
+    write_changes(con, RECORDS, index, kept, _write_lines(con, index))
+    del kept
+    _write_summary(con, index / SUMMARY_FILE)
+    (index / CODES_FILE).write_text(json.dumps(names, indent=1) + "\n", encoding="utf-8")
+
+
+def _write_ranks(con: duckdb.DuckDBPyConnection, index: Path) -> None:
+    """Each position's rank in record id order, and its amount's rank."""
     by_record = con.execute(BY_RECORD_ID).fetchnumpy()["position"]
     np.save(index / "record_rank.npy", _by_position(by_record, np.arange(len(by_record))))
     amounts = con.execute(AMOUNT_RANKS).fetchnumpy()
     np.save(index / "amount_rank.npy", _by_position(amounts["position"], amounts["rank"]))
-    lines = _write_lines(con, index)
-    write_changes(con, RECORDS, index, coded, lines)
-    _write_summary(con, index / SUMMARY_FILE)
-    (index / CODES_FILE).write_text(json.dumps(names, indent=1) + "\n", encoding="utf-8")
 
 
 def _write_lines(

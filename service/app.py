@@ -17,7 +17,16 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
-from service import docs, exchanges, health, history, results, supplier_data, suppliers
+from service import (
+    compare,
+    docs,
+    exchanges,
+    health,
+    history,
+    results,
+    supplier_data,
+    suppliers,
+)
 from service.accounts import Keystore
 from service.cache import ResponseCache
 from service.call import CALL
@@ -49,6 +58,7 @@ ENDPOINTS: list[tuple[str, Callable[[Request], Response | Awaitable[Response]]]]
     ("/fee-schedule-results/{record_id}", results.result_by_id),
     ("/fee-lines/{line_id}", history.fee_line),
     ("/fee-changes", history.fee_changes),
+    ("/compare", compare.compare),
 ]
 # The probes an orchestrator calls, at the root, without a key (`service.health`).
 PROBES: dict[str, Callable[[Request], Awaitable[Response]]] = {

@@ -14,7 +14,16 @@ import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 import pytest
 
-from ingest.layout import CHANGE_FILTERED, CHANGE_TYPES
+from ingest.layout import (
+    CHANGE_FILES,
+    CHANGE_FILTERED,
+    CHANGE_TYPES,
+    CODE_TYPES,
+    CODES_FILE,
+    INDEX_DIR,
+    LINE_FILES,
+    SUMMARY_FILE,
+)
 from ingest.pipeline import IngestResult
 from ingest.query import open_version
 from ingest.schema import CLOSED_VALUES
@@ -302,3 +311,11 @@ def test_both_prefixes_and_spellings_answer_the_same_changes(client: httpx.Clien
         for target in ("/api/v1/fee-changes", CHANGES, "/v1/fee-changes", "/v1/fee-changes/")
     ]
     assert answers[0] and all(answer == answers[0] for answer in answers)
+
+
+def test_the_index_holds_every_file_the_layout_names(fixture_version: IngestResult) -> None:
+    """The layout is the contract: the ingest writes what it names, and nothing else."""
+    arrays = [*CODE_TYPES, "record_rank", "amount_rank", *LINE_FILES, *CHANGE_FILES]
+    expected = {f"{name}.npy" for name in arrays} | {CODES_FILE, SUMMARY_FILE}
+    index = fixture_version.version_dir / INDEX_DIR
+    assert {path.name for path in index.iterdir()} == expected

@@ -35,7 +35,7 @@ UNTRIGGERABLE = {"500", "503"}  # no failure or empty warehouse in the shared fi
 JSON = "application/json"
 DOWNLOADS = {"text/csv", "application/vnd.apache.parquet"}  # 200 of the two lists only
 # Collections are documented with a trailing slash, as the compatible service declares them.
-COLLECTIONS = {"/exchanges", "/fee-schedule-results", "/fee-changes"}
+COLLECTIONS = {"/exchanges", "/fee-schedule-results", "/fee-changes", "/compare"}
 
 
 # ------------------------------------------------------------------------------ helpers
@@ -295,6 +295,7 @@ VERSION = RESULTS + "versions/{version_id}"  # the fixture's version
 RECORD = RESULTS + "{record_id}"  # a nasdaq record
 LINE = "/api/v1/fee-lines/{line_id}"  # that record's fee line
 CHANGES = "/api/v1/fee-changes/"
+COMPARE = "/api/v1/compare/"
 
 # (name, URL, the headers that carry a key) of every operation but the OpenAPI document.
 OPERATIONS: list[tuple[str, str, Callable[..., dict[str, str]]]] = [
@@ -313,6 +314,7 @@ OPERATIONS: list[tuple[str, str, Callable[..., dict[str, str]]]] = [
     ("result", RECORD, exchange_headers),
     ("line", LINE, exchange_headers),
     ("changes", CHANGES, exchange_headers),
+    ("compare", f"{COMPARE}?fee_type=equity", exchange_headers),
 ]
 MANY_HEADERS = {f"x-filler-{number}": "v" for number in range(101)}
 KEYLESS: list[tuple[str, str, Callable[..., dict[str, str]]]] = [
@@ -474,6 +476,22 @@ CASES = {
     "changes-csv": Case("GET", f"{CHANGES}?format=csv", EXCHANGE, 200, CSV),
     "changes-parquet": Case("GET", f"{CHANGES}?format=parquet", EXCHANGE, 200, PARQUET),
     "changes-accept-csv": Case("GET", CHANGES, {**EXCHANGE, "Accept": CSV}, 200, CSV),
+    "compare": Case("GET", f"{COMPARE}?fee_type=equity", EXCHANGE, 200),
+    "compare-v1-no-slash": Case("GET", "/v1/compare?fee_type=option", EXCHANGE, 200),
+    "compare-every-parameter": Case(
+        "GET",
+        f"{COMPARE}?fee_type=equity&as_of=2022-01-01&unit=per_share&exchange_name=nasdaq"
+        "&exchange_name=memx&fee_category=fees_and_rebates&fee_action=make&fee_action=take"
+        "&fee_participant=all&fee_symbol_classification=all&fee_symbol_type=not_applicable"
+        "&fee_trade_type=not_applicable",
+        EXCHANGE,
+        200,
+    ),
+    "compare-scoped-key": Case("GET", f"{COMPARE}?fee_type=equity", EXCHANGE_NYSE, 200),
+    "compare-csv": Case("GET", f"{COMPARE}?fee_type=equity&format=csv", EXCHANGE, 200, CSV),
+    "compare-parquet": Case(
+        "GET", f"{COMPARE}?fee_type=option&format=parquet", EXCHANGE, 200, PARQUET
+    ),
     "result-with-everything": Case(
         "GET",
         RECORD + "?include_source=true&include_footnotes=true&include_definitions=true",
@@ -571,6 +589,7 @@ CASES = {
     "result-no-key": Case("GET", RECORD, NO_KEY, 401),
     "line-no-key": Case("GET", LINE, NO_KEY, 401),
     "changes-no-key": Case("GET", CHANGES + "?change_type=moved", NO_KEY, 401),
+    "compare-no-key": Case("GET", COMPARE, NO_KEY, 401),
     # 429: every operation, with the key whose one token the test spends first
     **{
         f"{name}-rate-limited": Case("GET", url, headers(LIMITED_KEY), 429, server="limited_client")
@@ -616,6 +635,9 @@ CASES = {
     "result-hidden": Case("GET", RECORD, EXCHANGE_NYSE, 403),
     "line-hidden": Case("GET", LINE, EXCHANGE_NYSE, 403),
     "changes-hidden-venue": Case("GET", f"{CHANGES}?exchange_name=nasdaq", EXCHANGE_NYSE, 403),
+    "compare-hidden-venue": Case(
+        "GET", f"{COMPARE}?fee_type=equity&exchange_name=nasdaq", EXCHANGE_NYSE, 403
+    ),
     # 404: unknown supplier on endpoints 1-4, and a venue outside the key's scope
     "participants-unknown-supplier": Case(
         "GET", f"{SUPPLIERS}/nowhere/participants", SUPPLIER, 404
@@ -656,6 +678,7 @@ CASES = {
     "result-put": Case("PUT", RECORD, EXCHANGE, 405),
     "line-post": Case("POST", LINE, EXCHANGE, 405),
     "changes-delete": Case("DELETE", CHANGES, EXCHANGE, 405),
+    "compare-post": Case("POST", COMPARE, EXCHANGE, 405),
     # 422: the exchange family but its venue list, every refused parameter at once
     "exchange-any-parameter": Case("GET", "/api/v1/exchanges/nasdaq?page=2", EXCHANGE, 422),
     "results-every-problem": Case(
@@ -685,6 +708,13 @@ CASES = {
         "GET",
         f"{CHANGES}?change_type=moved&start_date=2023-02-30&order_dir=up&as_of=2023-01-01"
         "&fee_symbol_type=both&page_size=0",
+        EXCHANGE,
+        422,
+    ),
+    "compare-no-fee-type": Case("GET", COMPARE, EXCHANGE, 422),
+    "compare-every-problem": Case(
+        "GET",
+        f"{COMPARE}?fee_type=futures&unit=per_bushel&as_of=2024-02-30&page_size=1",
         EXCHANGE,
         422,
     ),

@@ -201,15 +201,19 @@ RESULT_CASES = [
     (Case("results, page 10,000", f"{RESULTS}?page_size=20&page_number=10000",
           EXCHANGE_HEADERS), 50, 30.0),
 ]  # fmt: skip
-CHANGES = "/api/v1/fee-changes/"
-CHANGE_TARGET = 20.0  # p50 ms of a page of fee changes (#23)
-CHANGE_CASES = [
+CHANGES, COMPARE = "/api/v1/fee-changes/", "/api/v1/compare/"
+HISTORY_TARGET = 20.0  # p50 ms of a page of fee changes, and of a comparison (#23)
+HISTORY_CASES = [
     (Case("fee changes, one venue in one year", f"{CHANGES}?exchange_name=box"
-          "&start_date=2024-01-01&end_date=2024-12-31", EXCHANGE_HEADERS), 100, CHANGE_TARGET),
+          "&start_date=2024-01-01&end_date=2024-12-31", EXCHANGE_HEADERS), 100, HISTORY_TARGET),
     (Case("fee changes, newest first, no filter", f"{CHANGES}?order_dir=desc",
-          EXCHANGE_HEADERS), 100, CHANGE_TARGET),
+          EXCHANGE_HEADERS), 100, HISTORY_TARGET),
     (Case("fee changes, equity take, page 100", f"{CHANGES}?fee_type=equity&fee_action=take"
-          "&page_number=100", EXCHANGE_HEADERS), 100, CHANGE_TARGET),
+          "&page_number=100", EXCHANGE_HEADERS), 100, HISTORY_TARGET),
+    (Case("compare, equity take on 2024-06-30", f"{COMPARE}?fee_type=equity&fee_action=take"
+          "&as_of=2024-06-30", EXCHANGE_HEADERS), 100, HISTORY_TARGET),
+    (Case("compare, every option line today", f"{COMPARE}?fee_type=option",
+          EXCHANGE_HEADERS), 100, HISTORY_TARGET),
 ]  # fmt: skip
 LINE_CALLS, LINE_TARGET = 200, 5.0  # a fee line's history: calls, p50 ms
 
@@ -514,7 +518,7 @@ def main(argv: list[str] | None = None) -> int:
                     (case, calls, target, server_times(args.port, case, calls))
                     for case, calls, target in [
                         *RESULT_CASES,
-                        *CHANGE_CASES,
+                        *HISTORY_CASES,
                         (line_case(datasets[rows]), LINE_CALLS, LINE_TARGET),
                     ]
                 ]

@@ -1,0 +1,138 @@
+"""Where it is cheapest: the venues side by side on one day (`GET /compare/`).
+
+For one fee type and a selection of lines, each venue the key can see gets its matching lines
+in force on `as_of`, and the lowest and highest of their amounts in one unit: a lowest amount
+is the biggest rebate or the smallest fee, so the venue best for the member comes first.
+Amounts are only comparable in one unit; the lines counted in another (or with no figure) are
+counted, not compared. The results index finds the lines and their extremes by amount rank
+(`ResultsIndex.spreads`); the record summary prints them.
+"""
+
+from datetime import UTC, datetime
+from typing import Any, Final
+
+import numpy as np
+import pyarrow as pa
+from starlette.requests import Request
+from starlette.responses import Response
+
+from ingest.schema import CLASSIFYING, CLOSED_VALUES, UNITS
+from service import export
+from service.call import CALL
+from service.dataset import queries
+from service.dataset.index import Spread
+from service.dataset.version import Dataset
+from service.params import Query
+from service.responses import JSON
+from service.results import refuse_hidden, venue_codes, vocabulary_filters
+
+# The line filters (repeatable, as on the results) besides `fee_type`, which is one value: it
+# decides the unit compared unless `unit` does.
+LINE_FILTERS: Final = tuple(
+    name for name, column in queries.RESULT_FILTERS.items()
+    if column in CLASSIFYING and column != "fee_type"
+)  # fmt: skip
+COMPARE_PARAMS: Final = (*LINE_FILTERS, "fee_type", "as_of", "unit", "format")
+DEFAULT_CATEGORY: Final = "fees_and_rebates"
+DEFAULT_UNIT: Final = {"equity": "per_share", "option": "per_contract"}
+# The fields of the lowest and the highest record: answer name -> record summary column.
+EXTREME_FIELDS: Final = {
+    "amount": "amount",
+    "unit": "unit",
+    "fee_amount": "fee_amount",
+    "label": "label",
+    "record_id": "record_id",
+    "line_id": "line_id",
+    "effective_start": "effective_start",
+    "effective_end": "effective_end",
+    "source_document": "source_document",
+    "source_link": "source_url",
+}
+EXTREMES: Final = ("lowest", "highest")
+
+
+def compare(request: Request) -> Response:
+    """One item per venue the key can see (or per venue named), best for the member first."""
+    call = CALL.get()
+    account = call.account
+    query = Query(request, COMPARE_PARAMS)
+    dataset = call.dataset
+    values = vocabulary_filters(query, LINE_FILTERS)
+    named = venue_codes(query, dataset, account)
+    fee_type = query.choice("fee_type", CLOSED_VALUES["fee_type"])
+    if query.values("fee_type") is None:
+        query.fail("fee_type", "is required", list(CLOSED_VALUES["fee_type"]))
+    unit = query.choice("unit", UNITS, DEFAULT_UNIT.get(fee_type, ""))
+    as_of = query.day("as_of") or datetime.now(UTC).date()
+    kind = query.choice("format", export.FORMATS)
+    query.check()
+    refuse_hidden(named, account)
+    venues = named or [code for code in dataset.visible(account) if dataset.venues[code].records]
+    values = {"fee_type": [fee_type], "fee_category": [DEFAULT_CATEGORY]} | values
+    selection = queries.Selection(venues=venues, values=values, in_force_on=as_of)
+    spreads = dataset.index.spreads(selection, unit)
+    table = _table(dataset, sorted(set(venues)), spreads)
+    kind = export.wanted_format(kind or None, request.headers.get("accept", ""))
+    if kind != "json":
+        name = f"compare-{as_of.isoformat()}-{dataset.version_id}"
+        return export.download(iter(table.to_batches() or [_empty(table)]), kind, name)
+    items = [_item(row) for row in table.to_pylist()]
+    meta = {
+        "as_of": as_of.isoformat(),
+        "fee_type": fee_type,
+        "unit": unit,
+        "record_count": len(items),
+        "query_time_ms": call.elapsed_ms(),
+    }
+    return JSON({"data": items, "meta": meta})
+
+
+def _table(dataset: Dataset, venues: list[str], spreads: dict[str, Spread]) -> pa.Table:
+    """One row per venue, best first, flat as a download carries it: the venue, its counts, then
+    each field of its lowest and highest record (`lowest_<field>`, `highest_<field>`; nulls for
+    a venue with no line compared). The order: the lowest amount, then the venue's code; the
+    venues with none compared last, by code."""
+    none = Spread(0, None, None, 0)
+    found = {code: spreads.get(code, none) for code in venues}
+    extremes = {
+        side: dataset.summary.table(
+            np.array(
+                [getattr(found[code], side) for code in venues if found[code].compared],
+                dtype=np.int64,
+            )
+        )
+        for side in EXTREMES
+    }
+    lowest = extremes["lowest"].column("amount").to_pylist()
+    compared = [code for code in venues if found[code].compared]
+    order = sorted(range(len(compared)), key=lambda at: (lowest[at], compared[at]))
+    rest = [code for code in venues if not found[code].compared]
+    ordered = [compared[at] for at in order] + rest
+    # The records of the venues compared, in the answer's order, then null rows for the rest.
+    rows = pa.array([*order, *[None] * len(rest)], pa.int64())
+    columns: dict[str, Any] = {
+        "exchange_name": ordered,
+        "display_name": [dataset.venues[code].display_name for code in ordered],
+        "lines": [found[code].compared for code in ordered],
+        "lines_in_other_units": [found[code].elsewhere for code in ordered],
+    }
+    for side, records in extremes.items():
+        taken = records.take(rows)
+        columns |= {f"{side}_{name}": taken[column] for name, column in EXTREME_FIELDS.items()}
+    return pa.table(columns)
+
+
+def _item(row: dict[str, Any]) -> dict[str, Any]:
+    """A venue as JSON answers it: its counts, and its lowest and highest records (each null
+    when no line of it was compared)."""
+    item = {name: row[name] for name in ("exchange_name", "display_name", "lines")}
+    item["lines_in_other_units"] = row["lines_in_other_units"]
+    for side in EXTREMES:
+        record = {name: row[f"{side}_{name}"] for name in EXTREME_FIELDS}
+        item[side] = record if record["record_id"] is not None else None
+    return item
+
+
+def _empty(table: pa.Table) -> pa.RecordBatch:
+    """A download of no venues still carries its columns."""
+    return pa.RecordBatch.from_pylist([], schema=table.schema)

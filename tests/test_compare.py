@@ -1,0 +1,180 @@
+"""Where it is cheapest (`GET /compare/`): each venue's lines in force on a day, and its lowest
+and highest amounts in one unit, against plain SQL over the Parquet files (window functions
+ranking each venue's records in force), then over HTTP: order, shape, downloads, scope and
+refusals."""
+
+import io
+import random
+from datetime import date, timedelta
+from typing import Any
+
+import httpx
+import pyarrow.csv as pacsv
+import pytest
+
+from ingest.layout import NO_RECORD
+from ingest.schema import CLASSIFYING, CLOSED_VALUES, UNITS
+from service.dataset import queries
+from service.dataset.index import Spread
+from service.dataset.version import Dataset
+from tests.conftest import KEYS, Indexed, exchange_headers
+
+COMPARE = "/api/v1/compare/"
+REQUESTS = 200
+
+# Each venue's matching records in force on $day: those with an amount in $unit are compared
+# (counted as lines: one record per line on a day), ranked both ways; the others are counted.
+SPREADS = """
+WITH matching AS (
+    SELECT exchange, line_id, record_id, amount,
+           coalesce(unit = $unit AND amount IS NOT NULL, false) AS compared
+    FROM fees
+    WHERE {where} AND effective_start <= $day AND (effective_end IS NULL OR effective_end >= $day)
+), ranked AS (
+    SELECT *,
+        row_number() OVER (PARTITION BY exchange, compared ORDER BY amount, record_id) AS up,
+        row_number() OVER (PARTITION BY exchange, compared ORDER BY amount DESC, record_id) AS down
+    FROM matching
+)
+SELECT exchange,
+    count(DISTINCT line_id) FILTER (WHERE compared),
+    any_value(record_id) FILTER (WHERE compared AND up = 1),
+    any_value(record_id) FILTER (WHERE compared AND down = 1),
+    count(*) FILTER (WHERE NOT compared)
+FROM ranked
+GROUP BY exchange
+ORDER BY exchange
+"""
+FILTERED = {
+    name: column
+    for name, column in queries.RESULT_FILTERS.items()
+    if column in CLASSIFYING and column != "exchange"
+}
+
+
+def sql_spreads(
+    dataset: Dataset, venues: list[str], values: dict[str, list[str]], day: date, unit: str
+) -> dict[str, tuple[Any, ...]]:
+    clauses, parameters = ["list_contains($venues, exchange)"], {"venues": venues}
+    for name, wanted in values.items():
+        clauses.append(f"list_contains(${name}, {FILTERED[name]})")
+        parameters[name] = wanted
+    sql = SPREADS.format(where=" AND ".join(clauses))
+    rows = dataset.db.query(sql, parameters | {"day": day, "unit": unit})
+    return {row[0]: tuple(row[1:]) for row in rows}
+
+
+def index_spreads(dataset: Dataset, spreads: dict[str, Spread]) -> dict[str, tuple[Any, ...]]:
+    """The index's spreads as the SQL above answers them (record ids for positions)."""
+    found = {}
+    for venue, spread in spreads.items():
+        positions = [NO_RECORD if at is None else at for at in (spread.lowest, spread.highest)]
+        lowest, highest = dataset.summary.table(positions)["record_id"].to_pylist()
+        found[venue] = (spread.compared, lowest, highest, spread.elsewhere)
+    return found
+
+
+def test_spreads_are_exactly_what_sql_finds(indexed: Indexed) -> None:
+    """Seeded random days, venues, filters and units against the SQL definition."""
+    rng = random.Random(20261127)
+    dataset = indexed.dataset
+    compared = 0
+    for _ in range(REQUESTS):
+        venues = rng.sample(indexed.venues, rng.randrange(1, len(indexed.venues) + 1))
+        values = {"fee_type": [rng.choice(CLOSED_VALUES["fee_type"])]}
+        for name, column in FILTERED.items():
+            if column != "fee_type" and rng.random() < 0.3:
+                values[name] = rng.sample(CLOSED_VALUES[column], rng.randrange(1, 3))
+        day = (
+            rng.choice(indexed.days) + timedelta(days=rng.choice([-1, 0, 1]))
+            if rng.random() < 0.4
+            else date(2018, 6, 1) + timedelta(days=rng.randrange(3500))
+        )
+        usual = {"equity": "per_share", "option": "per_contract"}[values["fee_type"][0]]
+        unit = usual if rng.random() < 0.7 else rng.choice(UNITS)
+        selection = queries.Selection(venues=venues, values=values, in_force_on=day)
+        found = index_spreads(dataset, dataset.index.spreads(selection, unit))
+        assert found == sql_spreads(dataset, venues, values, day, unit), (venues, values, day)
+        compared += sum(spread[0] > 0 for spread in found.values())
+    assert compared > REQUESTS // 2  # real comparisons, not only empty ones
+
+
+def get(client: httpx.Client, key: str = KEYS["full"], **params: Any) -> httpx.Response:
+    return client.get(COMPARE, params=params, headers=exchange_headers(key))
+
+
+def test_the_venue_best_for_the_member_comes_first(client: httpx.Client) -> None:
+    """Adding displayed equity liquidity on 2022-01-01 in the fixture: rebates are negative, so
+    the biggest rebate is the lowest amount, first; a venue with no line comes last."""
+    body = get(client, fee_type="equity", fee_action="make", as_of="2022-01-01").json()
+    assert body["meta"] | {"query_time_ms": 0} == {
+        "as_of": "2022-01-01", "fee_type": "equity", "unit": "per_share", "record_count": 3,
+        "query_time_ms": 0,
+    }  # fmt: skip
+    items = body["data"]
+    lowest = [item["lowest"]["amount"] for item in items if item["lowest"]]
+    assert lowest == sorted(lowest) and len(lowest) >= 2
+    assert all(item["lowest"] for item in items[: len(lowest)])
+    nasdaq = next(item for item in items if item["exchange_name"] == "nasdaq")
+    assert nasdaq["display_name"] and nasdaq["lines"] >= 1
+    assert nasdaq["lowest"]["fee_amount"] == "($0.0021)"
+    assert nasdaq["lowest"]["source_document"] == "Nasdaq Price List 2021"
+    assert set(nasdaq["lowest"]) == {
+        "amount", "unit", "fee_amount", "label", "record_id", "line_id", "effective_start",
+        "effective_end", "source_document", "source_link",
+    }  # fmt: skip
+    empty = [item for item in items if item["lowest"] is None]
+    assert all(item["highest"] is None and item["lines"] == 0 for item in empty)
+    assert items[len(lowest) :] == empty
+
+
+def test_another_unit_is_counted_not_compared(client: httpx.Client) -> None:
+    share = get(client, fee_type="equity", as_of="2022-01-01").json()["data"]
+    contract = get(client, fee_type="equity", as_of="2022-01-01", unit="per_contract").json()
+    for per_share, per_contract in zip(
+        sorted(share, key=lambda item: item["exchange_name"]),
+        sorted(contract["data"], key=lambda item: item["exchange_name"]),
+        strict=True,
+    ):
+        in_force = per_share["lines"] + per_share["lines_in_other_units"]
+        assert per_contract["lines"] + per_contract["lines_in_other_units"] == in_force
+    assert contract["meta"]["unit"] == "per_contract"
+
+
+def test_the_csv_download_is_the_json_answer_flat(client: httpx.Client) -> None:
+    params = {"fee_type": "equity", "as_of": "2022-01-01"}
+    items = get(client, **params).json()["data"]
+    response = get(client, format="csv", **params)
+    assert response.status_code == 200 and response.headers["content-type"].startswith("text/csv")
+    assert 'filename="compare-2022-01-01-' in response.headers["content-disposition"]
+    rows = pacsv.read_csv(io.BytesIO(response.content)).to_pylist()
+    assert [row["exchange_name"] for row in rows] == [item["exchange_name"] for item in items]
+    for row, item in zip(rows, items, strict=True):
+        assert row["lines"] == item["lines"]
+        assert (row["lowest_record_id"] or None) == (item["lowest"] and item["lowest"]["record_id"])
+
+
+def test_a_scoped_key_compares_only_its_venues(client: httpx.Client) -> None:
+    items = get(client, KEYS["nyse"], fee_type="equity").json()["data"]
+    assert [item["exchange_name"] for item in items] == ["nyse"]
+    response = get(client, KEYS["nyse"], fee_type="equity", exchange_name="nasdaq")
+    assert response.status_code == 403
+
+
+@pytest.mark.parametrize(
+    ("params", "fields"),
+    [
+        ({}, ["fee_type"]),
+        ({"fee_type": "futures", "unit": "per_bushel"}, ["fee_type", "unit"]),
+        ({"fee_type": "equity", "as_of": "2024-02-30", "start_date": "2024-01-01"},
+         ["as_of", "start_date"]),
+        ({"fee_type": "equity", "fee_category": "cheap"}, ["fee_category"]),
+    ],
+    ids=["no-fee-type", "unknown-values", "bad-day-and-unknown-parameter", "unknown-category"],
+)  # fmt: skip
+def test_bad_parameters_are_a_422_naming_each(
+    client: httpx.Client, params: dict[str, str], fields: list[str]
+) -> None:
+    response = get(client, **params)
+    assert response.status_code == 422
+    assert sorted(detail["field"] for detail in response.json()["error"]["details"]) == fields
