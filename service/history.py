@@ -12,10 +12,11 @@ from typing import Any, Final
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 from starlette.requests import Request
 from starlette.responses import Response
 
-from ingest.layout import CHANGE_FILTERED, CHANGE_TYPES, NO_RECORD
+from ingest.layout import CHANGE_FILTERED, CHANGE_TYPES
 from ingest.schema import CLASSIFYING
 from service import export
 from service.call import CALL
@@ -138,14 +139,15 @@ def _change_table(dataset: Dataset, entries: Array) -> pa.Table:
     type and day, then each field of the record before and after it (`before_<field>`,
     `after_<field>`; nulls where there is none), as a download carries them."""
     found = dataset.changes.columns(entries)
-    line = dataset.summary.table(
-        np.where(found["after"] == NO_RECORD, found["before"], found["after"])
-    )
-    columns: dict[str, Any] = {name: line[column] for name, column in LINE_FIELDS.items()}
+    sides = {side: dataset.summary.table(found[side]) for side in SIDES}
+    # A line's identity is the same on both sides; a side with no record is a row of nulls.
+    columns: dict[str, Any] = {
+        name: pc.coalesce(sides["after"][column], sides["before"][column])
+        for name, column in LINE_FIELDS.items()
+    }
     columns["change_type"] = CHANGE_NAMES.take(pa.array(found["type"].astype(np.int64) - 1))
     columns["effective_date"] = pa.array(found["day"], pa.int32()).cast(pa.date32())
-    for side in SIDES:
-        records = dataset.summary.table(found[side])
+    for side, records in sides.items():
         columns |= {f"{side}_{name}": records[column] for name, column in RECORD_FIELDS.items()}
     return pa.table(columns)
 

@@ -32,10 +32,14 @@ class Records:
         positions = np.asarray(positions, dtype=np.int64)
         present = positions != NO_RECORD
         wanted = np.unique(positions[present])
-        batch_of = np.searchsorted(self._starts, wanted, side="right") - 1
+        # Where each batch's positions begin among the wanted (sorted): one slice per batch.
+        cuts = np.searchsorted(wanted, self._starts).tolist()
         taken = [
-            self._batches[batch].take(pa.array(wanted[batch_of == batch] - self._starts[batch]))
-            for batch in np.unique(batch_of).tolist()
+            batch.take(pa.array(wanted[begin:end] - start))
+            for batch, start, begin, end in zip(
+                self._batches, self._starts.tolist(), cuts, cuts[1:], strict=False
+            )
+            if end > begin
         ]
         found = pa.Table.from_batches(taken, schema=self._schema).combine_chunks()
         place = pa.array(np.searchsorted(wanted, positions), mask=~present)
