@@ -27,7 +27,7 @@ import duckdb
 import numpy as np
 import numpy.typing as npt
 
-from ingest.layout import CHANGE_FILTERED, CHANGE_TYPES, NO_END, NO_RECORD
+from ingest.layout import CHANGE_TYPES, CLASSES, NO_END, NO_RECORD
 
 Array = npt.NDArray[Any]
 
@@ -45,7 +45,7 @@ FROM {records}
 """
 
 # The results index's arrays the list is made from (by position).
-CHANGES_READ: Final = ("exchange", "effective_start", "effective_end", *CHANGE_FILTERED)
+CHANGES_READ: Final = ("exchange", "effective_start", "effective_end")
 # Coded as 1-based places in `CHANGE_TYPES`.
 ADDED, CHANGED, REMOVED = range(1, len(CHANGE_TYPES) + 1)
 
@@ -55,11 +55,12 @@ def write_changes(
     records: str,
     index: Path,
     coded: dict[str, Array],
+    classes: Array,
     lines: tuple[Array, Array],
 ) -> None:
     """Write the change list (`CHANGE_FILES`) of the records in `records` into `index/`, from
-    the results index's arrays (`coded`: periods and codes by position) and the line index
-    (`line_order`, `line_bounds`)."""
+    the results index's arrays (`coded`: periods and venue codes by position), the records'
+    classes and the line index (`line_order`, `line_bounds`)."""
     seen = con.execute(SEEN.format(records=records)).fetchnumpy()["seen"]
     periods = coded["effective_start"], coded["effective_end"]
     day, kind, before, after, line = _changes(*lines, *periods, seen)
@@ -70,14 +71,14 @@ def write_changes(
     del key, line
     rank = np.empty(len(by_change), dtype=np.uint32)
     rank[by_change] = np.arange(len(by_change), dtype=np.uint32)
-    record = np.where(after == NO_RECORD, before, after)  # the line's, for its codes
+    record = np.where(after == NO_RECORD, before, after)  # the line's, for its venue and class
     exchange = coded["exchange"]
     venue = exchange[record]
     # Grouped by venue, in change order within each (a stable sort of the small codes).
     order = by_change[np.argsort(venue[by_change], kind="stable")]
-    del by_change
     bounds = np.searchsorted(venue[order], np.arange(int(np.iinfo(exchange.dtype).max) + 2))
-    record = record[order]
+    klass = classes[record]
+    del record
     # Saved one at a time, each let go once saved: at 10M records the lists are 200 MB.
     arrays = {
         "change_day": day,
@@ -85,13 +86,27 @@ def write_changes(
         "change_before": before,
         "change_after": after,
         "change_rank": rank,
+        "change_class": klass,
     }
-    del day, kind, before, after, rank
+    del day, before, after
     for name in list(arrays):
         np.save(index / f"{name}.npy", arrays.pop(name)[order])
-    for column in CHANGE_FILTERED:
-        np.save(index / f"change_{column}.npy", coded[column][record])
     np.save(index / "change_bounds.npy", bounds.astype(np.int64))
+    # Grouped by class, in change order within each: the entries (their places in the venue
+    # grouping), and the ranks, venues and types a filter reads there.
+    by_class = by_change[np.argsort(klass[by_change], kind="stable")]
+    del by_change
+    entry = np.empty(len(order), dtype=np.uint32)
+    entry[order] = np.arange(len(order), dtype=np.uint32)
+    del order
+    np.save(index / "change_by_class.npy", entry[by_class])
+    del entry
+    np.save(index / "change_class_rank.npy", rank[by_class])
+    np.save(index / "change_class_venue.npy", venue[by_class])
+    np.save(index / "change_class_type.npy", kind[by_class])
+    del rank, venue, kind
+    counts = np.bincount(klass, minlength=CLASSES)
+    np.save(index / "change_class_bounds.npy", np.concatenate(([0], np.cumsum(counts))))
 
 
 def _changes(

@@ -12,8 +12,9 @@ holds it to that.
             rejects.csv                         the rows refused, and why
             serving.duckdb                      table `rows`: the records, row-addressable
             index/*.npy, index/codes.json       the results index (`CODE_TYPES`, `ingest.serving`),
-                                                the line index (`LINE_FILES`) and the change
-                                                list (`CHANGE_FILES`, `ingest.changes`)
+                                                the line index (`LINE_FILES`), the class index
+                                                (`CLASS_FILES`, `ingest.classes`) and the
+                                                change list (`CHANGE_FILES`, `ingest.changes`)
             index/records.arrow                 the record summary (`SUMMARY_COLUMNS`)
             rollups/*.parquet                   discovery's counts (`ingest.rollups`)
 
@@ -22,6 +23,7 @@ How each part is written lives with its writer (`ingest.publish`, `ingest.servin
 """
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Final
 
@@ -32,8 +34,9 @@ from ingest.schema import CLOSED_VALUES, SCHEMA_VERSION, UNITS
 # What a version holds beside its records (serving copy, indexes, rollups), numbered. A version
 # of another layout lacks what the service reads, and is refused there (`servable`); it is part
 # of the input digest, so raising it makes the next ingest rebuild unchanged inputs. 2: the
-# rollups; 3: the record summary, the change list and the unit codes.
-LAYOUT_VERSION: Final = 3
+# rollups; 3: the record summary, the change list and the unit codes; 4: the class index and
+# the change list by class.
+LAYOUT_VERSION: Final = 4
 
 # Where versions are published when neither `--data` nor FEES_DATA_DIR says.
 DEFAULT_DATA_DIR: Final = Path("data/warehouse")
@@ -87,23 +90,55 @@ SUMMARY_COLUMNS: Final = (
     "source_document",
     "source_url",
 )
+# A record's class: its codes of `CLASSED`, the dimensions a comparison and a filtered change
+# list select by, as one number in mixed radix (`class_numbers`, in code order: a fee type's
+# classes are one range of numbers, and a fee category's within it). There are `CLASSES`
+# numbers (about a thousand), so a class fits 16 bits and a table of every class is small.
+CLASSED: Final = ("fee_type", "fee_category", "action", "participant")
+CLASS_RADIX: Final = tuple(len(CODED_VALUES[column]) + 1 for column in CLASSED)
+CLASSES: Final = int(np.prod(CLASS_RADIX))
+# The class index (`ingest.classes`), for the comparisons: the positions grouped by venue code,
+# class and slot (a slot: the unit's code * 2, plus 1 when the amount is not a plain money
+# figure), in amount order within a group (amount rank, then record id), as `class_order`;
+# beside it, in the same order, `class_start`, `class_end` (as `effective_start` and
+# `effective_end`) and `class_amount` (as `amount_rank`); each group's starts and ends again,
+# each sorted on its own (`class_sorted_start`, `class_sorted_end`: a group's records in force
+# on a day are those started by then less those ended before it, two binary searches); and
+# `class_bounds`, where each group begins (indexed by `group_number`; then the length).
+SLOTS: Final = 2 * (len(UNITS) + 1)
+CLASS_FILES: Final = (
+    "class_order",
+    "class_start",
+    "class_end",
+    "class_amount",
+    "class_sorted_start",
+    "class_sorted_end",
+    "class_bounds",
+)
 # The change list (`ingest.changes`), one entry per change of a fee line, grouped by venue code
 # and in change order within a venue (effective date, then line id): `change_day` (days since
 # 1970), `change_type` (a 1-based place in `CHANGE_TYPES`), `change_before` and `change_after`
 # (positions, `NO_RECORD` for none), `change_rank` (the place in change order across venues),
-# the line's code of each filtered column (`change_<column>`, as in the results index: a
-# filter reads them in change order, not scattered over the records), and `change_bounds`,
-# where each venue code's entries begin (indexed by the code; then the length).
+# `change_class` (the line's class), and `change_bounds`, where each venue code's entries begin
+# (indexed by the code; then the length). Then the entries again grouped by class, in change
+# order within a class, for a filter on the classed columns across venues: `change_by_class`
+# (the entries), `change_class_rank`, `change_class_venue` and `change_class_type` (their
+# ranks, venue codes and types, read in runs there) and `change_class_bounds` (where each class
+# begins; then the length).
 CHANGE_TYPES: Final = ("added", "changed", "removed")
-CHANGE_FILTERED: Final = ("fee_type", "fee_category", "action", "participant")
 CHANGE_FILES: Final = (
     "change_day",
     "change_type",
     "change_before",
     "change_after",
     "change_rank",
-    *(f"change_{column}" for column in CHANGE_FILTERED),
+    "change_class",
     "change_bounds",
+    "change_by_class",
+    "change_class_rank",
+    "change_class_venue",
+    "change_class_type",
+    "change_class_bounds",
 )
 NO_RECORD: Final = -1
 NO_END: Final = np.iinfo(np.int32).max  # an effective_end that is still open
@@ -112,6 +147,28 @@ NULL_RANK: Final = np.iinfo(np.uint32).max  # an amount that is not a plain mone
 # The record id as the answers carry it: text (it is a UUID in the serving file).
 TEXT_ID: Final = "CAST(record_id AS VARCHAR)"
 LINE_TEXT: Final = "CAST(line_id AS VARCHAR)"  # the fee line's id, likewise
+
+
+def class_numbers(codes: Mapping[str, Any]) -> Any:
+    """The class of each record whose codes of `CLASSED` are given (arrays of codes, under
+    their columns), as 16-bit numbers."""
+    number = np.zeros(np.shape(codes[CLASSED[0]]), dtype=np.uint16)
+    for column, radix in zip(CLASSED, CLASS_RADIX, strict=True):
+        number = number * np.uint16(radix) + np.asarray(codes[column], dtype=np.uint16)
+    return number
+
+
+def group_number(venue: Any, klass: Any, slot: Any) -> Any:
+    """The class index's group of a venue code, class and slot (numbers or arrays of them)."""
+    return (venue * CLASSES + klass) * SLOTS + slot
+
+
+def class_codes() -> dict[str, Any]:
+    """The code of each column of `CLASSED` in every class, as arrays indexed by class."""
+    number, codes = np.arange(CLASSES), {}
+    for column, radix in reversed(list(zip(CLASSED, CLASS_RADIX, strict=True))):
+        codes[column], number = number % radix, number // radix
+    return codes
 
 
 def current_version_dir(data_dir: Path) -> Path | None:

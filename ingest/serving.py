@@ -10,7 +10,8 @@ ingest writes beside them, because finding 20 rows in Parquet means decoding who
                      codes (vocabulary columns), days since 1970 (dates), ranks (record id,
                      amount); `codes.json` names what each code stands for; the line
                      index, each fee line's positions in effective order (`LINE_FILES`);
-                     and the change list of the lines (`ingest.changes`)
+                     the class index (`ingest.classes`); and the change list of the lines
+                     (`ingest.changes`)
     index/records.arrow  the record summary: the printed fields the history answers read,
                      by position (`SUMMARY_COLUMNS`)
 
@@ -28,7 +29,9 @@ import numpy.typing as npt
 import pyarrow as pa
 
 from ingest.changes import CHANGES_READ, write_changes
+from ingest.classes import CLASSES_READ, write_classes
 from ingest.layout import (
+    CLASSED,
     CODE_TYPES,
     CODED,
     CODED_VALUES,
@@ -42,6 +45,7 @@ from ingest.layout import (
     SUMMARY_COLUMNS,
     SUMMARY_FILE,
     TEXT_ID,
+    class_numbers,
     sql_string,
 )
 
@@ -145,26 +149,36 @@ def _write_index(con: duckdb.DuckDBPyConnection, index: Path) -> None:
         {"venues": names["exchange"], "versions": names["version_id"]}
         | {name: names[name] for name in CODED},
     ).fetchnumpy()
-    kept = {}  # what the change list reads; the other arrays are let go once saved
+    # What the class index and the change list read; the other arrays are let go once saved.
+    read = {*CLASSED, *CLASSES_READ, *CHANGES_READ}
+    kept = {}
     for name, kind in CODE_TYPES.items():
         array = np.asarray(columns.pop(name), dtype=kind)
         np.save(index / f"{name}.npy", array)
-        if name in CHANGES_READ:
+        if name in read:
             kept[name] = array
     del array
-    _write_ranks(con, index)
-    write_changes(con, RECORDS, index, kept, _write_lines(con, index))
-    del kept
+    kept["record_rank"], kept["amount_rank"] = _write_ranks(con, index)
+    classes = class_numbers(kept)
+    write_classes(index, kept, classes, len(names["exchange"]))
+    write_changes(con, RECORDS, index, kept, classes, _write_lines(con, index))
+    del kept, classes
     _write_summary(con, index / SUMMARY_FILE)
     (index / CODES_FILE).write_text(json.dumps(names, indent=1) + "\n", encoding="utf-8")
 
 
-def _write_ranks(con: duckdb.DuckDBPyConnection, index: Path) -> None:
-    """Each position's rank in record id order, and its amount's rank."""
+def _write_ranks(
+    con: duckdb.DuckDBPyConnection, index: Path
+) -> tuple[npt.NDArray[np.uint32], npt.NDArray[np.uint32]]:
+    """Each position's rank in record id order, and its amount's rank (both returned)."""
     by_record = con.execute(BY_RECORD_ID).fetchnumpy()["position"]
-    np.save(index / "record_rank.npy", _by_position(by_record, np.arange(len(by_record))))
+    records = _by_position(by_record, np.arange(len(by_record)))
+    del by_record
+    np.save(index / "record_rank.npy", records)
     amounts = con.execute(AMOUNT_RANKS).fetchnumpy()
-    np.save(index / "amount_rank.npy", _by_position(amounts["position"], amounts["rank"]))
+    ranks = _by_position(amounts["position"], amounts["rank"])
+    np.save(index / "amount_rank.npy", ranks)
+    return records, ranks
 
 
 def _write_lines(

@@ -5,7 +5,7 @@ in force on `as_of`, and the lowest and highest of their amounts in one unit: a 
 is the biggest rebate or the smallest fee, so the venue best for the member comes first.
 Amounts are only comparable in one unit; the lines counted in another (or with no figure) are
 counted, not compared. The results index finds the lines and their extremes by amount rank
-(`ResultsIndex.spreads`); the record summary prints them.
+(`ClassIndex.spreads`); the record summary prints them.
 """
 
 from datetime import UTC, datetime
@@ -20,7 +20,7 @@ from ingest.schema import CLASSIFYING, CLOSED_VALUES, UNITS
 from service import export
 from service.call import CALL
 from service.dataset import queries
-from service.dataset.index import Spread
+from service.dataset.classes import Spread
 from service.dataset.version import Dataset
 from service.params import Query
 from service.responses import JSON
@@ -70,7 +70,7 @@ def compare(request: Request) -> Response:
     venues = named or [code for code in dataset.visible(account) if dataset.venues[code].records]
     values = {"fee_type": [fee_type], "fee_category": [DEFAULT_CATEGORY]} | values
     selection = queries.Selection(venues=venues, values=values, in_force_on=as_of)
-    spreads = dataset.index.spreads(selection, unit)
+    spreads = dataset.classes.spreads(selection, unit)
     table = _table(dataset, sorted(set(venues)), spreads)
     kind = export.wanted_format(kind or None, request.headers.get("accept", ""))
     if kind != "json":
@@ -94,17 +94,14 @@ def _table(dataset: Dataset, venues: list[str], spreads: dict[str, Spread]) -> p
     venues with none compared last, by code."""
     none = Spread(0, None, None, 0)
     found = {code: spreads.get(code, none) for code in venues}
+    compared = [code for code in venues if found[code].compared]
+    # Both extremes read in one go: a read of the summary costs more per call than per record.
+    positions = [getattr(found[code], side) for side in EXTREMES for code in compared]
+    both = dataset.summary.table(np.array(positions, dtype=np.int64))
     extremes = {
-        side: dataset.summary.table(
-            np.array(
-                [getattr(found[code], side) for code in venues if found[code].compared],
-                dtype=np.int64,
-            )
-        )
-        for side in EXTREMES
+        side: both.slice(at * len(compared), len(compared)) for at, side in enumerate(EXTREMES)
     }
     lowest = extremes["lowest"].column("amount").to_pylist()
-    compared = [code for code in venues if found[code].compared]
     order = sorted(range(len(compared)), key=lambda at: (lowest[at], compared[at]))
     rest = [code for code in venues if not found[code].compared]
     ordered = [compared[at] for at in order] + rest

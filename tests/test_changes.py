@@ -16,8 +16,9 @@ import pytest
 
 from ingest.layout import (
     CHANGE_FILES,
-    CHANGE_FILTERED,
     CHANGE_TYPES,
+    CLASS_FILES,
+    CLASSED,
     CODE_TYPES,
     CODES_FILE,
     INDEX_DIR,
@@ -27,7 +28,7 @@ from ingest.layout import (
 from ingest.pipeline import IngestResult
 from ingest.query import open_version
 from ingest.schema import CLOSED_VALUES
-from service.dataset import queries
+from service.dataset import changes, queries
 from service.dataset.version import Dataset
 from tests.conftest import KEYS, Indexed, exchange_headers
 
@@ -73,9 +74,7 @@ WHERE {where}
 ORDER BY day {direction}, line_id {direction}
 """
 # The filter parameters the change list takes, and their dataset columns.
-FILTERED = {
-    name: column for name, column in queries.RESULT_FILTERS.items() if column in CHANGE_FILTERED
-}
+FILTERED = {name: column for name, column in queries.RESULT_FILTERS.items() if column in CLASSED}
 Window = tuple[date | None, date | None]
 
 
@@ -141,13 +140,24 @@ def random_request(
     return venues, values, types, (first, last)
 
 
-def test_pages_of_changes_are_exactly_what_sql_finds(indexed: Indexed) -> None:
+@pytest.mark.parametrize(
+    "grouping", ["cheaper", "by venue", "by class"], ids=lambda name: name.replace(" ", "-")
+)
+@pytest.mark.parametrize("merged", [changes.MERGED, 0], ids=["early-pages-merged", "bisected"])
+def test_pages_of_changes_are_exactly_what_sql_finds(
+    indexed: Indexed, grouping: str, merged: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Seeded random requests (venues, every filter, change types, windows, both directions,
-    pages near and past the end) against the rules written as SQL windows."""
+    pages near and past the end) against the rules written as SQL windows: each grouping of
+    the list, and pages found both ways."""
+    monkeypatch.setattr(changes, "MERGED", merged)
+    if grouping != "cheaper":
+        monkeypatch.setattr(changes, "by_class", lambda *_: grouping == "by class")
+    requests = REQUESTS if grouping == "cheaper" and merged else REQUESTS // 3
     rng = random.Random(20261126)
     dataset = indexed.dataset
     nonempty = 0
-    for _ in range(REQUESTS):
+    for _ in range(requests):
         venues, values, types, window = random_request(rng, indexed)
         descending = rng.random() < 0.5
         expected = sql_changes(dataset, venues, values, types, window, descending)
@@ -164,7 +174,7 @@ def test_pages_of_changes_are_exactly_what_sql_finds(indexed: Indexed) -> None:
         assert total == len(expected), request
         assert served_changes(dataset, entries) == expected[number * size :][:size], request
         nonempty += bool(entries)
-    assert nonempty > REQUESTS // 3  # real pages, not only empty ones
+    assert nonempty > requests // 3  # real pages, not only empty ones
 
 
 def test_the_synthetic_lines_hold_every_kind_of_change(indexed: Indexed) -> None:
@@ -315,7 +325,7 @@ def test_both_prefixes_and_spellings_answer_the_same_changes(client: httpx.Clien
 
 def test_the_index_holds_every_file_the_layout_names(fixture_version: IngestResult) -> None:
     """The layout is the contract: the ingest writes what it names, and nothing else."""
-    arrays = [*CODE_TYPES, "record_rank", "amount_rank", *LINE_FILES, *CHANGE_FILES]
+    arrays = [*CODE_TYPES, "record_rank", "amount_rank", *LINE_FILES, *CLASS_FILES, *CHANGE_FILES]
     expected = {f"{name}.npy" for name in arrays} | {CODES_FILE, SUMMARY_FILE}
     index = fixture_version.version_dir / INDEX_DIR
     assert {path.name for path in index.iterdir()} == expected

@@ -9,13 +9,15 @@ from datetime import date, timedelta
 from typing import Any
 
 import httpx
+import numpy as np
 import pyarrow.csv as pacsv
 import pytest
 
+from ingest.classes import amount_order
 from ingest.layout import NO_RECORD
 from ingest.schema import CLASSIFYING, CLOSED_VALUES, UNITS
 from service.dataset import queries
-from service.dataset.index import Spread
+from service.dataset.classes import Spread
 from service.dataset.version import Dataset
 from tests.conftest import KEYS, Indexed, exchange_headers
 
@@ -93,7 +95,7 @@ def test_spreads_are_exactly_what_sql_finds(indexed: Indexed) -> None:
         usual = {"equity": "per_share", "option": "per_contract"}[values["fee_type"][0]]
         unit = usual if rng.random() < 0.7 else rng.choice(UNITS)
         selection = queries.Selection(venues=venues, values=values, in_force_on=day)
-        found = index_spreads(dataset, dataset.index.spreads(selection, unit))
+        found = index_spreads(dataset, dataset.classes.spreads(selection, unit))
         assert found == sql_spreads(dataset, venues, values, day, unit), (venues, values, day)
         compared += sum(spread[0] > 0 for spread in found.values())
     assert compared > REQUESTS // 2  # real comparisons, not only empty ones
@@ -178,3 +180,17 @@ def test_bad_parameters_are_a_422_naming_each(
     response = get(client, **params)
     assert response.status_code == 422
     assert sorted(detail["field"] for detail in response.json()["error"]["details"]) == fields
+
+
+@pytest.mark.parametrize("widest", [1_000, 2**40], ids=["one-64-bit-key", "lexsorted"])
+def test_the_class_index_orders_by_group_amount_and_record(widest: int) -> None:
+    """Both ways the ingest orders the class index (one packed key, or a lexsort when the
+    three numbers are too wide for one) give the order a lexsort gives."""
+    rng = np.random.default_rng(5)
+    size = 5_000
+    group = rng.integers(0, 40, size)
+    amount = rng.integers(0, widest, size, dtype=np.uint64)
+    amount[rng.random(size) < 0.3] = 7  # ties on the amount, decided by the record
+    record = rng.permutation(size).astype(np.uint32)
+    expected = np.lexsort((record, amount, group))
+    assert (amount_order(group, amount, record) == expected).all()

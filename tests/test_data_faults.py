@@ -13,6 +13,7 @@ import duckdb
 import httpx
 import pytest
 
+from ingest.layout import LAYOUT_VERSION
 from ingest.pipeline import IngestResult, run_ingest
 from ingest.publish import publish
 from service.dataset.engine import QueryTimeout
@@ -155,8 +156,8 @@ def extra_venue(version_dir: Path) -> None:
         (miscount, "nasdaq (8 records, manifest 9)"),
         (drop_venue, "memx (0 records, manifest 3)"),
         (extra_venue, "iex (3 records, manifest 0)"),
-        (older_schema, "written for schema 1 and layout 3, this service reads schema 4 and "
-                       "layout 3: run `fees ingest`"),
+        (older_schema, f"written for schema 1 and layout {LAYOUT_VERSION}, this service reads "
+                       f"schema 4 and layout {LAYOUT_VERSION}: run `fees ingest`"),
         (drop_serving_copy, "serving.duckdb is missing"),
         (drop_index, "index is missing"),
         (lambda version_dir: (version_dir / "index" / "records.arrow").unlink(),

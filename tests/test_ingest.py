@@ -496,7 +496,8 @@ def test_if_stale_publishes_only_when_nothing_servable_is_current(
     assert main(["--raw", str(tmp_path / "embedded"), *args]) == 0
     assert layout.current_version_dir(data) == mine
     assert capsys.readouterr().out == (
-        f"a version of schema 4 and layout 3 is current (--if-stale): version {mine.name} is "
+        f"a version of schema 4 and layout {layout.LAYOUT_VERSION} is current (--if-stale): "
+        f"version {mine.name} is "
         "current; nothing published\n"
     )
     for stale in ({"schema_version": 1}, {"layout_version": 2}):

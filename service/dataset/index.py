@@ -75,18 +75,6 @@ class Window:
 
 
 @dataclass(frozen=True)
-class Spread:
-    """One venue's matching records with an amount in the unit compared: how many, and the
-    positions of the lowest and highest amounts (ties: the lower record id); then how many
-    matching records are counted in another unit or have no figure."""
-
-    compared: int
-    lowest: int | None
-    highest: int | None
-    elsewhere: int
-
-
-@dataclass(frozen=True)
 class Holding:
     """What a selection's records hold: how many, the values of the columns asked for, and
     their span (the last day of a record still in force is the later of its start and the
@@ -157,28 +145,17 @@ class ResultsIndex:
             return Holding(0, values, None, None)
         return Holding(count, values, _date(min(firsts)), _date(max(lasts)))
 
-    def spreads(self, selection: Selection, unit: str) -> dict[str, Spread]:
-        """Per venue with a matching record, the spread of their amounts in `unit` (a value of
-        the coded `unit`), found by amount rank: no amount is read."""
-        by_venue: dict[int, list[Array]] = {}
-        for match in self._matches(selection):
-            by_venue.setdefault(match.run.exchange, []).append(match.all_positions())
-        code, top = self._codes["unit"][unit], np.uint64(NULL_RANK)
-        spreads = {}
-        for exchange, parts in sorted(by_venue.items()):
-            positions = np.concatenate(parts)
-            ranks = self._arrays["amount_rank"][positions]
-            kept = (self._arrays["unit"][positions] == code) & (ranks != NULL_RANK)
-            compared = positions[kept]
-            lowest = highest = None
-            if len(compared):  # keys: the amount's rank (or its reverse), then the record's
-                amount = ranks[kept].astype(np.uint64)
-                record = self._arrays["record_rank"][compared].astype(np.uint64)
-                lowest = int(compared[np.argmin((amount << np.uint64(32)) | record)])
-                highest = int(compared[np.argmin(((top - amount) << np.uint64(32)) | record)])
-            name = self._names["exchange"][exchange - 1]
-            spreads[name] = Spread(len(compared), lowest, highest, len(positions) - len(compared))
-        return spreads
+    def column(self, name: str) -> Array:
+        """The array of a column of `CODE_TYPES` (or of a rank): a value per position."""
+        return self._arrays[name]
+
+    def code(self, column: str, value: str) -> int | None:
+        """The code of a coded column's value (None: no record holds it)."""
+        return self._codes[column].get(value)
+
+    def value(self, column: str, code: int) -> str:
+        """The value a coded column's code stands for."""
+        return self._names[column][code - 1]
 
     def decoded(self, positions: Array) -> dict[str, pa.Array]:
         """The venue, the coded columns and the period of the records at `positions` (nulls

@@ -8,12 +8,16 @@ the vectors in DuckDB's buffers (random line lookups took the server from 274 to
 """
 
 from pathlib import Path
+from typing import Final
 
 import numpy as np
 import pyarrow as pa
 
 from ingest.layout import NO_RECORD, SUMMARY_FILE
 from service.dataset.index import Array, ResultsIndex
+
+# The most records a batch of the summary gives as one-row slices rather than by one take.
+FEW: Final = 32
 
 
 class Records:
@@ -34,13 +38,14 @@ class Records:
         wanted = np.unique(positions[present])
         # Where each batch's positions begin among the wanted (sorted): one slice per batch.
         cuts = np.searchsorted(wanted, self._starts).tolist()
-        taken = [
-            batch.take(pa.array(wanted[begin:end] - start))
-            for batch, start, begin, end in zip(
-                self._batches, self._starts.tolist(), cuts, cuts[1:], strict=False
-            )
-            if end > begin
-        ]
+        taken: list[pa.RecordBatch] = []
+        for batch, start, begin, end in zip(
+            self._batches, self._starts.tolist(), cuts, cuts[1:], strict=False
+        ):
+            if end - begin > FEW:
+                taken.append(batch.take(pa.array(wanted[begin:end] - start)))
+            else:  # a take costs 90 µs a batch; a one-row slice, 1 µs
+                taken.extend(batch.slice(at - start, 1) for at in wanted[begin:end].tolist())
         found = pa.Table.from_batches(taken, schema=self._schema).combine_chunks()
         place = pa.array(np.searchsorted(wanted, positions), mask=~present)
         summary = found.take(place)

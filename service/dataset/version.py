@@ -27,6 +27,7 @@ from ingest.schema import SCHEMA_VERSION
 from service.accounts import Account
 from service.dataset import queries
 from service.dataset.changes import ChangeFilter, ChangeList
+from service.dataset.classes import ClassIndex
 from service.dataset.engine import Engine
 from service.dataset.index import EPOCH, Array, Holding, ResultsIndex
 from service.dataset.lines import LineIndex
@@ -86,6 +87,7 @@ class Dataset:
         self.lines = LineIndex(self.version_dir / INDEX_DIR)
         self.summary = Records(self.version_dir / INDEX_DIR, index)
         self.changes = ChangeList(self.version_dir / INDEX_DIR)
+        self.classes = ClassIndex(self.version_dir / INDEX_DIR, index)
         if self.summary.columns != list(layout.SUMMARY_COLUMNS):
             raise DamagedVersion(f"{self.version_dir.name}: the record summary's columns differ")
         [(rows,)] = self.db.query(queries.COUNT_SERVING)

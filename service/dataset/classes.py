@@ -1,0 +1,240 @@
+"""Comparisons from the version's class index (written by `ingest.classes`;
+`ingest.layout.CLASS_FILES` says what each array holds), from memory-mapped arrays.
+
+The index groups the positions by venue, class and slot (unit, and whether the amount is a
+money figure), in amount order within a group. A comparison's venues and classed filters pick
+groups; in each, the records in force on the day are counted by two binary searches in its
+sorted starts and ends, and its lowest amount in force is the first record in force met from
+the group's start (its highest, the last from its end): a few probes, made for every group at
+once in widening windows. Every step runs over all groups together, in numpy; no record that
+is not looked at is read. Filters on other columns (symbol and trade) are not in the groups:
+with one, each picked group's records are tested in order instead.
+"""
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final, Literal
+
+import numpy as np
+
+from ingest.layout import (
+    CLASS_FILES,
+    CLASSED,
+    CLASSES,
+    NULL_RANK,
+    SLOTS,
+    class_codes,
+    group_number,
+)
+from service.dataset.index import EPOCH, Array, ResultsIndex
+from service.dataset.queries import Selection
+
+CODES: Final = class_codes()  # per classed column, its code in each class
+FIRST_PROBES: Final = 8  # records probed per group at first (the window doubles each round)
+
+
+@dataclass(frozen=True)
+class Spread:
+    """One venue's matching records with an amount in the unit compared: how many, and the
+    positions of the lowest and highest amounts (ties: the lower record id); then how many
+    matching records are counted in another unit or have no figure."""
+
+    compared: int
+    lowest: int | None
+    highest: int | None
+    elsewhere: int
+
+
+@dataclass(frozen=True)
+class Held:
+    """Per group picked: how many of its records are in force, and for the groups compared
+    with any, the places in the index of the lowest and the highest in force."""
+
+    counts: Array
+    lowest: Array
+    highest: Array
+
+
+class ClassIndex:
+    def __init__(self, directory: Path, index: ResultsIndex) -> None:
+        self._arrays: dict[str, Array] = {
+            name: np.asarray(np.load(directory / f"{name}.npy", mmap_mode="r"))
+            for name in CLASS_FILES
+        }
+        self._bounds = np.array(self._arrays["class_bounds"])
+        self._index = index
+
+    def spreads(self, selection: Selection, unit: str) -> dict[str, Spread]:
+        """Per venue with a matching record in force on the selection's day (`in_force_on`),
+        the spread of their amounts in `unit` (a value of the coded `unit`), found by amount
+        rank: no amount is read."""
+        if selection.in_force_on is None:
+            raise ValueError("a comparison is of one day: the selection needs in_force_on")
+        wanted = self._index.wanted_codes(selection)
+        if wanted is None:
+            return {}
+        day = np.int32((selection.in_force_on - EPOCH).days)  # the arrays' own type
+        venues = wanted.pop("exchange", None)
+        kept = wanted_classes(wanted)
+        every = np.arange(1, (len(self._bounds) - 1) // (CLASSES * SLOTS))
+        picked = every if venues is None else np.flatnonzero(venues)
+        classes = np.arange(CLASSES) if kept is None else np.flatnonzero(kept)
+        # Every group of the venues' wanted classes (in every slot) holding a record, in order.
+        groups = group_number(
+            picked[:, None, None], classes[None, :, None], np.arange(SLOTS)[None, None, :]
+        ).ravel()
+        groups = groups[self._bounds[groups] < self._bounds[groups + 1]]
+        if not len(groups):
+            return {}
+        code = self._index.code("unit", unit)
+        compared = groups % SLOTS == (-1 if code is None else code * 2)  # money in the unit
+        others = {column: table for column, table in wanted.items() if column not in CLASSED}
+        if others:
+            held = self._tested(groups, compared, day, others)
+        else:
+            held = self._probed(groups, compared, day)
+        return self._by_venue(groups // (CLASSES * SLOTS), compared, held)
+
+    def _probed(self, groups: Array, compared: Array, day: np.int32) -> Held:
+        """The groups' records in force, counted in their sorted periods, and the extremes of
+        the compared ones probed from either end."""
+        begin, end = self._bounds[groups], self._bounds[groups + 1]
+        started = _search(self._arrays["class_sorted_start"], begin, end, day, "right")
+        ended = _search(self._arrays["class_sorted_end"], begin, end, day, "left")
+        counts = started - ended
+        some = compared & (counts > 0)
+        begin, end = begin[some], end[some]
+        lowest = self._first_in_force(begin, end, day, 1)
+        last = self._first_in_force(end - 1, begin - 1, day, -1)
+        # Ties for the highest amount go to the lowest record id: the first in force of the
+        # records holding that amount (the group is in record order within an amount).
+        amounts = self._arrays["class_amount"]
+        tied = _search(amounts, begin, last, amounts[last], "left")
+        return Held(counts, lowest, self._first_in_force(tied, last + 1, day, 1))
+
+    def _tested(
+        self, groups: Array, compared: Array, day: np.int32, others: dict[str, Array]
+    ) -> Held:
+        """The groups' records in force that hold the other filters' codes, tested in order."""
+        arrays, column = self._arrays, self._index.column
+        begin, end = self._bounds[groups], self._bounds[groups + 1]
+        found = []
+        for start, stop in _merged(begin, end):
+            held = (arrays["class_start"][start:stop] <= day) & (
+                arrays["class_end"][start:stop] >= day
+            )
+            places = start + np.flatnonzero(held)
+            for name, table in others.items():
+                places = places[table[column(name)[arrays["class_order"][places]]]]
+            found.append(places)
+        places = np.concatenate(found)
+        owner = np.searchsorted(end, places, side="right")  # the group holding each place
+        counts = np.bincount(owner, minlength=len(groups))
+        some = np.flatnonzero(compared & (counts > 0))
+        firsts = np.searchsorted(owner, some, side="left")
+        lasts = np.searchsorted(owner, some, side="right") - 1
+        # The highest amount's first holder: its places are sorted, the amounts within a group.
+        amounts = arrays["class_amount"][places]
+        tied = [
+            first + int(np.searchsorted(amounts[first : last + 1], amounts[last], "left"))
+            for first, last in zip(firsts.tolist(), lasts.tolist(), strict=True)
+        ]
+        return Held(counts, places[firsts], places[np.array(tied, dtype=np.int64)])
+
+    def _first_in_force(self, cursor: Array, limit: Array, day: np.int32, step: int) -> Array:
+        """Per group, the first place in force from `cursor` towards `limit` (excluded), going
+        by `step`: windows of places probed for every group at once, each round twice as wide
+        (each group is known to hold one)."""
+        starts, ends = self._arrays["class_start"], self._arrays["class_end"]
+        found = np.empty(len(cursor), dtype=np.int64)
+        cursor, limit = cursor.astype(np.int64), limit.astype(np.int64)
+        todo, width = np.arange(len(cursor)), FIRST_PROBES
+        while len(todo):
+            at = cursor[todo, None] + step * np.arange(width)
+            inside = (at < limit[todo, None]) if step > 0 else (at > limit[todo, None])
+            at = np.where(inside, at, cursor[todo, None])  # out of range: read a safe place
+            hit = inside & (starts[at] <= day) & (ends[at] >= day)
+            got = hit.any(axis=1)
+            found[todo[got]] = at[got, hit[got].argmax(axis=1)]
+            cursor[todo] += step * width
+            todo, width = todo[~got & inside[:, -1]], width * 2
+        return found
+
+    def _by_venue(self, venues: Array, compared: Array, held: Held) -> dict[str, Spread]:
+        """Each venue's spread from its groups': counts summed, extremes the least keys."""
+        order, records = self._arrays["class_order"], self._index.column("record_rank")
+        amounts = self._arrays["class_amount"]
+        counts = held.counts
+        some = venues[compared & (counts > 0)]
+
+        def key(places: Array, amount: Array) -> Array:
+            rank = records[order[places]].astype(np.uint64)
+            return (amount.astype(np.uint64) << np.uint64(32)) | rank
+
+        top = np.uint64(NULL_RANK)
+        lowest = _least(some, key(held.lowest, amounts[held.lowest]), held.lowest)
+        highest = _least(some, key(held.highest, top - amounts[held.highest]), held.highest)
+        names, owner = np.unique(venues, return_inverse=True)
+        matched = np.bincount(owner, weights=counts, minlength=len(names)).astype(np.int64)
+        in_unit = np.bincount(owner, weights=counts * compared, minlength=len(names))
+        spreads = {}
+        for venue, total, here in zip(
+            names.tolist(), matched.tolist(), in_unit.tolist(), strict=True
+        ):
+            if not total:
+                continue
+            low, high = lowest.get(venue), highest.get(venue)
+            spreads[self._index.value("exchange", venue)] = Spread(
+                int(here),
+                None if low is None else int(order[low]),
+                None if high is None else int(order[high]),
+                total - int(here),
+            )
+        return spreads
+
+
+def wanted_classes(wanted: Mapping[str, Array]) -> Array | None:
+    """Which classes the filters on classed columns keep (`ResultsIndex.wanted_codes`'s lookup
+    tables), by number; None when no classed column is filtered."""
+    filters = [column for column in CLASSED if column in wanted]
+    if not filters:
+        return None
+    kept = np.ones(CLASSES, dtype=bool)
+    for column in filters:
+        kept &= wanted[column][CODES[column]]
+    return kept
+
+
+def _search(
+    values: Array, begin: Array, end: Array, key: Array | np.generic, side: Literal["left", "right"]
+) -> Array:
+    """Per range [begin, end) of `values`, each sorted, where `key` (one, or one per range)
+    goes, as `np.searchsorted` would put it: a binary search of every range at once, each
+    step over the ranges not yet settled."""
+    low, high = begin.astype(np.int64), end.astype(np.int64)
+    keys = np.broadcast_to(key, low.shape)
+    todo = np.flatnonzero(low < high)
+    while len(todo):
+        below, above = low[todo], high[todo]
+        middle = (below + above) // 2
+        seen, wanted = values[middle], keys[todo]
+        go = (seen < wanted) if side == "left" else (seen <= wanted)
+        below, above = np.where(go, middle + 1, below), np.where(go, above, middle)
+        low[todo], high[todo] = below, above
+        todo = todo[below < above]
+    return low
+
+
+def _merged(begin: Array, end: Array) -> list[tuple[int, int]]:
+    """Adjacent ranges (sorted) joined: one read per run of neighbouring groups."""
+    cuts = np.flatnonzero(begin[1:] != end[:-1]) + 1
+    firsts, lasts = np.concatenate(([0], cuts)), np.concatenate((cuts, [len(begin)])) - 1
+    return list(zip(begin[firsts].tolist(), end[lasts].tolist(), strict=True))
+
+
+def _least(owners: Array, keys: Array, places: Array) -> dict[int, int]:
+    """Per owner, the place with its least key."""
+    order = np.lexsort((keys, owners))
+    firsts = order[np.flatnonzero(np.diff(owners[order], prepend=-1))]
+    return dict(zip(owners[firsts].tolist(), places[firsts].tolist(), strict=True))
