@@ -161,6 +161,7 @@ def _write_index(con: duckdb.DuckDBPyConnection, index: Path) -> None:
     kept["record_rank"], kept["amount_rank"] = _write_ranks(con, index)
     classes = class_numbers(kept)
     write_classes(index, kept, classes, len(names["exchange"]))
+    kept = {name: kept[name] for name in CHANGES_READ}  # the rest let go before the list
     write_changes(con, RECORDS, index, kept, classes, _write_lines(con, index))
     del kept, classes
     _write_summary(con, index / SUMMARY_FILE)
