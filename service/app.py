@@ -27,6 +27,7 @@ from service import (
     supplier_data,
     suppliers,
 )
+from service.accesslog import AccessLog
 from service.accounts import Keystore
 from service.cache import ResponseCache
 from service.call import CALL
@@ -36,7 +37,7 @@ from service.front import FrontDoor
 from service.metrics import RequestStats, ServiceCollector, metrics, registry_for
 from service.protocol import BoundedHttpToolsProtocol
 from service.ratelimit import Limiter
-from service.settings import Settings
+from service.settings import VERBOSE, Settings
 from service.urls import OPENAPI_PATH, PREFIXES
 
 # The whole URL space, top to bottom. Each path answers under both version prefixes, with and
@@ -131,10 +132,12 @@ def create_app(settings: Settings | None = None) -> FrontDoor:
     holder = DatasetHolder()
     watcher = VersionWatcher(holder, settings)
     limiter = Limiter(settings.redis_url)
+    # The access lines are INFO: a quieter level writes none.
+    access = AccessLog.open(settings.access_log) if settings.log_level in VERBOSE else None
 
     app = Starlette(
         routes=routes(),
-        lifespan=partial(lifespan, watcher, limiter),
+        lifespan=partial(lifespan, watcher, limiter, access),
         exception_handlers={
             ApiError: api_error,
             HTTPException: http_error,
@@ -156,19 +159,25 @@ def create_app(settings: Settings | None = None) -> FrontDoor:
         stats=stats,
         max_age=settings.max_age_seconds,
         cors_origins=settings.cors_origins,
+        access=access,
     )
 
 
 @asynccontextmanager
 async def lifespan(
-    watcher: VersionWatcher, limiter: Limiter, app: Starlette
+    watcher: VersionWatcher, limiter: Limiter, access: AccessLog | None, app: Starlette
 ) -> AsyncIterator[None]:
-    """Serve once the current version is open; stop watching, and let Redis go, at the end."""
+    """Serve once the current version is open; stop watching, let Redis go and write the
+    access lines held, at the end."""
     await run_in_threadpool(watcher.load_now)
     watcher.start()
+    if access is not None:
+        access.start()
     yield
     watcher.stop()
     await limiter.close()
+    if access is not None:
+        access.stop()
 
 
 async def api_error(request: Request, exc: Exception) -> Response:

@@ -25,6 +25,7 @@ from starlette.routing import BaseRoute, Match, Mount, Route
 from starlette.types import Receive, Scope, Send
 
 from service.access import presented_key
+from service.accesslog import AccessLog
 from service.accounts import Account, Keystore
 from service.cache import (
     KEYED_HEADERS,
@@ -43,7 +44,6 @@ from service.reply import Reply
 from service.urls import OPENAPI_PATH, PREFIXES
 
 log = logging.getLogger(__name__)
-access_log = logging.getLogger("service.access")
 
 API_PREFIXES = tuple(f"{prefix}/" for prefix in PREFIXES)
 RECENT_REQUESTS = 4096  # raw requests whose account and cache key are remembered
@@ -81,10 +81,12 @@ class FrontDoor:
         stats: RequestStats,
         max_age: int,
         cors_origins: tuple[str, ...],
+        access: AccessLog | None,
     ) -> None:
         self.app = app
         self.state = app.state
         self._cache = cache
+        self._access = access
         self._holder = holder
         self._keystore = keystore
         self._limiter = limiter
@@ -179,27 +181,24 @@ class FrontDoor:
         return OTHER if route is None else self._labels[_template(route)]
 
     def _done(self, scope: Scope, call: Call, reply: Reply) -> None:
-        """Count the answer by route and status, and write its access line (JSON fields when
-        the log is not a terminal: `service.app.server_options`)."""
+        """Count the answer by route and status, and write its access line
+        (`service.accesslog`)."""
         seconds = time.perf_counter() - call.started
         route = reply.route or self._route(scope)
         if reply.kept is not None and self._cache.enabled:
             self._keep(call, Stored.of(*reply.kept, route))
         self._stats.observe(route, reply.status, seconds)
-        if access_log.isEnabledFor(logging.INFO):
-            fields = {
-                "method": scope["method"],
-                "route": route,
-                # The raw path as the request line carried it: a decoded `%0A` could forge lines.
-                "path": scope.get("raw_path", b"").decode("latin-1"),
-                "status": reply.status,
-                "duration_ms": round(seconds * 1000, 3),
-                "request_id": call.request_id.decode("ascii"),
-                "key": call.caller.key_id if call.caller is not None else None,
-            }
-            access_log.info(
-                "%s %s %d %.2fms request_id=%s key=%s",
-                fields["method"], fields["path"], reply.status, seconds * 1000,
-                fields["request_id"], fields["key"] or "-",
-                extra=fields,
-            )  # fmt: skip
+        if self._access is not None:
+            self._access.write(
+                {
+                    "method": scope["method"],
+                    "route": route,
+                    # The raw path as the request line carried it: a decoded `%0A` could forge
+                    # lines.
+                    "path": scope.get("raw_path", b"").decode("latin-1"),
+                    "status": reply.status,
+                    "duration_ms": round(seconds * 1000, 3),
+                    "request_id": call.request_id.decode("ascii"),
+                    "key": call.caller.key_id if call.caller is not None else None,
+                }
+            )

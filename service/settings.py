@@ -37,7 +37,8 @@ class Settings:
     duckdb_threads: int = 2
     version_poll_seconds: float = 0.1
     cache_mb: int = 64  # response cache bound (bodies held); 0 turns it off
-    log_level: str = "info"
+    log_level: str = "info"  # "info" and "debug" write an access line per request
+    access_log: str = "-"  # where the access lines go: "-" standard error, else a file
     query_timeout_seconds: float = 5.0  # a query running longer is interrupted (503)
     redis_url: str | None = None  # rate-limit buckets shared by processes; None: per process
     max_age_seconds: int = 60  # Cache-Control: private, max-age of discovery and results answers
@@ -131,6 +132,7 @@ def memory_size(text: str) -> str:
 
 
 LOG_LEVELS = ("critical", "error", "warning", "info", "debug")
+VERBOSE = ("info", "debug")  # the levels that write the access lines
 
 
 def log_level(text: str) -> str:
@@ -188,6 +190,7 @@ VARIABLES: dict[str, tuple[str, Callable[[str], Any]]] = {
     "version_poll_seconds": ("FEES_VERSION_POLL_SECONDS", seconds),
     "cache_mb": ("FEES_CACHE_MB", integer(minimum=0)),
     "log_level": ("FEES_LOG_LEVEL", log_level),
+    "access_log": ("FEES_ACCESS_LOG", str),
     "query_timeout_seconds": ("FEES_QUERY_TIMEOUT_SECONDS", seconds),
     "redis_url": ("FEES_REDIS_URL", redis_url),
     "max_age_seconds": ("FEES_MAX_AGE_SECONDS", integer(minimum=0)),

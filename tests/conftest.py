@@ -93,11 +93,11 @@ class LiveServer:
     """The real app under a real uvicorn server on a free loopback port, in a thread."""
 
     def __init__(self, settings: Settings, *, log_level: str = "warning") -> None:
-        self.app = create_app(settings)
+        logged = replace(settings, log_level=log_level)  # "info" writes the access lines
+        self.app = create_app(logged)
         self._socket = socket.socket()
         self._socket.bind(("127.0.0.1", 0))
         self.url = f"http://127.0.0.1:{self._socket.getsockname()[1]}"
-        logged = replace(settings, log_level=log_level)  # "info" writes the access lines
         config = uvicorn.Config(self.app, lifespan="on", **server_options(logged))
         self._server = uvicorn.Server(config)
         self._thread = threading.Thread(

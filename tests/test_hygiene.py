@@ -2,10 +2,11 @@
 sniffing, no server banner, `Cache-Control: private` on what a key unlocked, and a log line that
 names a key only by its fingerprint."""
 
-import logging
+import json
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -30,16 +31,21 @@ ANONYMOUS = {
 
 
 @pytest.fixture(scope="module")
-def logged(fixture_version: IngestResult, accounts_file: Path) -> Iterator[httpx.Client]:
-    """The shared data under a server that writes its access lines (INFO)."""
+def logged(
+    fixture_version: IngestResult, accounts_file: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[httpx.Client, Path]]:
+    """The shared data under a server that writes its access lines (INFO), to a file."""
+    log = tmp_path_factory.mktemp("access") / "access.log"
     settings = Settings(
-        data_dir=fixture_version.version_dir.parent.parent, accounts_file=accounts_file
+        data_dir=fixture_version.version_dir.parent.parent,
+        accounts_file=accounts_file,
+        access_log=str(log),
     )
     with (
         LiveServer(settings, log_level="info") as live,
         httpx.Client(base_url=live.url, timeout=10) as http,
     ):
-        yield http
+        yield http, log
 
 
 @pytest.mark.parametrize("case", [*AUTHENTICATED, *ANONYMOUS])
@@ -84,37 +90,36 @@ def test_a_callers_request_id_is_echoed_only_when_it_is_a_plain_token(
 
 
 def test_the_access_line_names_the_request_id_and_the_keys_fingerprint_never_the_key(
-    logged: httpx.Client, caplog: pytest.LogCaptureFixture
+    logged: tuple[httpx.Client, Path],
 ) -> None:
-    with caplog.at_level(logging.INFO, logger="service.access"):
-        answered = logged.get(
-            "/api/v1/suppliers/nasdaq/actions?start_date=2020-01-01",
-            headers={**supplier_headers(), "X-Request-ID": "audit-7"},
-        )
-        refused = logged.get("/api/v1/exchanges/", headers=exchange_headers("wrong-key"))
-        lines = access_lines(caplog, count=2)
-    assert answered.status_code == 200 and refused.status_code == 401
-    assert any(
-        "GET /api/v1/suppliers/nasdaq/actions 200" in line
-        and "request_id=audit-7" in line
-        and f"key={fingerprint(KEYS['full'])}" in line
-        for line in lines
-    ), lines
+    http, log = logged
+    answered = http.get(
+        "/api/v1/suppliers/nasdaq/actions?start_date=2020-01-01",
+        headers={**supplier_headers(), "X-Request-ID": "audit-7"},
+    )
+    refused = http.get("/api/v1/exchanges/", headers=exchange_headers("wrong-key"))
     request_id = refused.headers["x-request-id"]
-    assert any(
-        "GET /api/v1/exchanges/ 401" in line and f"request_id={request_id} key=-" in line
-        for line in lines
-    ), lines
-    every_message = "\n".join(record.getMessage() for record in caplog.records)
-    assert KEYS["full"] not in every_message and "wrong-key" not in every_message
+    lines = access_lines(log, {"audit-7", request_id})
+    assert answered.status_code == 200 and refused.status_code == 401
+    took = lines["audit-7"]["duration_ms"]
+    assert lines["audit-7"]["message"] == (
+        f"GET /api/v1/suppliers/nasdaq/actions 200 {took:.2f}ms "
+        f"request_id=audit-7 key={fingerprint(KEYS['full'])}"
+    )
+    assert lines["audit-7"]["route"] == "/suppliers/{supplier_name}/actions"
+    assert lines[request_id]["status"] == 401 and lines[request_id]["key"] is None
+    assert lines[request_id]["message"].endswith(f"request_id={request_id} key=-")
+    every_line = log.read_text()
+    assert KEYS["full"] not in every_line and "wrong-key" not in every_line
 
 
-def access_lines(caplog: pytest.LogCaptureFixture, *, count: int) -> list[str]:
-    """The access lines logged so far, once there are `count` of them: a line is written after
-    its answer is sent, so the client may read the answer first."""
+def access_lines(log: Path, request_ids: set[str]) -> dict[str, dict[str, Any]]:
+    """The access lines of these requests, by request id, once all are written: a line is
+    written after its answer is sent, and the log holds lines up to a second."""
     deadline = time.monotonic() + 5
     while True:
-        lines = [r.getMessage() for r in caplog.records if r.name == "service.access"]
-        if len(lines) >= count or time.monotonic() > deadline:
-            return lines
-        time.sleep(0.01)
+        lines = [json.loads(line) for line in log.read_text().splitlines()]
+        found = {line["request_id"]: line for line in lines if line["request_id"] in request_ids}
+        if len(found) == len(request_ids) or time.monotonic() > deadline:
+            return found
+        time.sleep(0.05)

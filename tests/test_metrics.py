@@ -1,5 +1,5 @@
 """`/metrics`: Prometheus's text format through the official client, scraped as a monitor
-would, and the access line as JSON fields."""
+would, and the service's log lines as JSON fields."""
 
 import json
 import logging
@@ -113,14 +113,17 @@ def test_paths_are_counted_by_the_route_template_the_router_matched(client: http
     assert counted["/fee-schedule-results/filters"] == 2  # the GET and the 405
 
 
-def test_the_access_line_is_one_json_object_with_its_fields(
+def test_the_services_log_lines_are_one_json_object_each(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
+    """Its other lines (a failed query, a version refused) go through the logging module, as
+    JSON with their extra fields when the log is not a terminal; the access lines have their
+    own writer (`tests/test_accesslog.py`)."""
     config = server_options(Settings())["log_config"]
     logging.config.dictConfig(config)
     formatter = logging.getLogger("service").handlers[0].formatter
     assert formatter is not None
-    record = logging.LogRecord("service.access", logging.INFO, __file__, 1, "GET / 200", (), None)
-    record.__dict__.update({"route": "/exchanges", "status": 200, "key": "c48a01f49fd0"})
+    record = logging.LogRecord("service.front", logging.ERROR, __file__, 1, "failed", (), None)
+    record.__dict__.update({"route": "/exchanges", "status": 500})
     line = json.loads(formatter.format(record))  # pytest's stderr is not a terminal
-    assert line["route"] == "/exchanges" and line["status"] == 200 and line["level"] == "INFO"
+    assert line["route"] == "/exchanges" and line["status"] == 500 and line["level"] == "ERROR"

@@ -1,0 +1,166 @@
+"""The access log (`service.accesslog`): a complete JSON line for every request, written in
+batches; nothing lost on a clean stop, at most the last second on a crash; the lines of several
+writers sharing a pipe or a file never mix. Then the real server, as `fees serve` runs it."""
+
+import json
+import os
+import signal
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from ingest.pipeline import IngestResult
+from service import accesslog
+from service.accesslog import AccessLog
+from tests.conftest import exchange_headers
+from tests.servers import service_process
+
+FIELDS = ("method", "route", "path", "status", "duration_ms", "request_id", "key")
+
+
+def fields(number: int, key: str | None = "c48a01f49fd0") -> dict[str, Any]:
+    return {
+        "method": "GET",
+        "route": "/exchanges",
+        "path": f"/api/v1/exchanges/?n={number}",
+        "status": 200,
+        "duration_ms": 0.123,
+        "request_id": f"{number:032x}",
+        "key": key,
+    }
+
+
+def lines_of(path: Path) -> list[dict[str, Any]]:
+    """Every line of an access log file, each parsed (a torn line fails the test)."""
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def test_a_line_is_one_json_object_with_every_field(tmp_path: Path) -> None:
+    log = AccessLog.open(str(tmp_path / "access.log"))
+    log.write(fields(7, key=None))
+    log.stop()
+    [line] = lines_of(tmp_path / "access.log")
+    assert line["level"] == "INFO" and line["logger"] == "service.access"
+    assert {name: line[name] for name in FIELDS} == fields(7, key=None)
+    assert line["message"] == f"GET /api/v1/exchanges/?n=7 200 0.12ms request_id={7:032x} key=-"
+    assert time.strptime(line["time"].split(",")[0], "%Y-%m-%d %H:%M:%S")
+
+
+def test_lines_are_held_until_the_buffer_fills_or_a_second_passes(tmp_path: Path) -> None:
+    path = tmp_path / "access.log"
+    log = AccessLog.open(str(path))
+    log.write(fields(0))
+    assert path.read_text() == ""  # held
+    written = 1
+    while not path.read_text():  # the buffer fills: written at once, no thread involved
+        log.write(fields(written))
+        written += 1
+    assert len(lines_of(path)) == written
+    assert path.stat().st_size >= accesslog.BUFFER_BYTES
+    log.write(fields(written))
+    log.start()
+    deadline = time.monotonic() + 3 * accesslog.FLUSH_SECONDS
+    while len(lines_of(path)) == written and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert len(lines_of(path)) == written + 1  # the timed write
+    log.stop()
+
+
+def test_writers_sharing_a_pipe_never_mix_their_lines() -> None:
+    """Two writers (as two workers would) on one pipe, each line longer than a few hundred
+    bytes: every line read back is whole."""
+    read_end, write_end = os.pipe()
+    logs = [AccessLog(write_end), AccessLog(write_end)]
+    long_path = "/api/v1/exchanges/?" + "x" * 300
+    received = bytearray()
+    reader = threading.Thread(target=lambda: _drain(read_end, received))
+    reader.start()
+
+    def write(log: AccessLog, tag: int) -> None:
+        for number in range(3_000):
+            log.write(fields(number) | {"path": f"{long_path}&w={tag}"})
+        log.flush()
+
+    writers = [threading.Thread(target=write, args=(log, tag)) for tag, log in enumerate(logs)]
+    for thread in writers:
+        thread.start()
+    for thread in writers:
+        thread.join()
+    os.close(write_end)
+    reader.join()
+    lines = [json.loads(line) for line in received.decode().splitlines()]
+    assert len(lines) == 6_000
+    assert sorted(line["path"][-1] for line in lines) == ["0"] * 3_000 + ["1"] * 3_000
+
+
+def _drain(fd: int, into: bytearray) -> None:
+    while chunk := os.read(fd, 65_536):
+        into.extend(chunk)
+    os.close(fd)
+
+
+def test_to_a_terminal_each_line_is_written_at_once_as_its_message() -> None:
+    leader, follower = os.openpty()
+    log = AccessLog(follower)
+    log.write(fields(3))
+    assert os.read(leader, 4096).decode().strip() == (
+        f"INFO:     GET /api/v1/exchanges/?n=3 200 0.12ms request_id={3:032x} key=c48a01f49fd0"
+    )
+    os.close(leader)
+    os.close(follower)
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_the_server_loses_no_line_on_a_clean_stop(
+    fixture_version: IngestResult, accounts_file: Path, tmp_path: Path, workers: int
+) -> None:
+    path = tmp_path / "access.log"
+    with _server(fixture_version, accounts_file, path, "--workers", str(workers)) as (url, _):
+        ids = _requests(url, 300)
+    # The context sent SIGTERM and waited: every line is there, once, whole.
+    assert sorted(line["request_id"] for line in lines_of(path) if line["request_id"] in ids) == (
+        sorted(ids)
+    )
+
+
+def test_a_crashed_server_loses_at_most_its_last_second(
+    fixture_version: IngestResult, accounts_file: Path, tmp_path: Path
+) -> None:
+    path = tmp_path / "access.log"
+    with _server(fixture_version, accounts_file, path) as (url, pid):
+        before = _requests(url, 200)
+        time.sleep(2 * accesslog.FLUSH_SECONDS)
+        last = _requests(url, 50)
+        os.kill(pid, signal.SIGKILL)
+        time.sleep(0.5)
+        lines = lines_of(path)  # every line whole
+    found = {line["request_id"] for line in lines if line["route"] != "/healthz"}
+    assert before <= found  # older than a second: written
+    assert found - before <= last
+
+
+def _server(fixture_version: IngestResult, accounts_file: Path, path: Path, *args: str) -> Any:
+    return service_process(
+        {
+            "FEES_DATA_DIR": str(fixture_version.version_dir.parent.parent),
+            "FEES_ACCOUNTS_FILE": str(accounts_file),
+            "FEES_LOG_LEVEL": "info",
+            "FEES_ACCESS_LOG": str(path),
+        },
+        *args,
+    )
+
+
+def _requests(url: str, count: int) -> set[str]:
+    """`count` requests (no two alike, so none is the cache's); their request ids."""
+    with httpx.Client(base_url=url, timeout=10) as http:
+        return {
+            http.get(f"/api/v1/exchanges/?n={number}", headers=exchange_headers()).headers[
+                "x-request-id"
+            ]
+            for number in range(count)
+        }
