@@ -5,8 +5,9 @@ amount in one unit (and how many in another), and which of them has the lowest a
 amount. Grouped by venue, class and slot (unit, and whether the amount is a money figure), a
 group's records in force are counted with two binary searches in its sorted starts and ends,
 and its lowest amount in force is the first record in force met in amount order (its highest,
-the last): a few probes from either end, not a test of every record of the fee type (10M
-records: 17 ms for every option line of every venue, with 650k of them in force).
+the last): a few probes from either end. Testing every record of the wanted classes instead
+took 17 ms for every option line of every venue at 10M records (650k of them in force), 6.9 ms
+this way (one Python process, no server).
 """
 
 from pathlib import Path

@@ -95,12 +95,10 @@ def _table(dataset: Dataset, venues: list[str], spreads: dict[str, Spread]) -> p
     none = Spread(0, None, None, 0)
     found = {code: spreads.get(code, none) for code in venues}
     compared = [code for code in venues if found[code].compared]
-    # Both extremes read in one go: a read of the summary costs more per call than per record.
-    positions = [getattr(found[code], side) for side in EXTREMES for code in compared]
-    both = dataset.summary.table(np.array(positions, dtype=np.int64))
-    extremes = {
-        side: both.slice(at * len(compared), len(compared)) for at, side in enumerate(EXTREMES)
-    }
+    parts = [
+        np.array([getattr(found[code], side) for code in compared], np.int64) for side in EXTREMES
+    ]
+    extremes = dict(zip(EXTREMES, dataset.summary.tables(parts), strict=True))
     lowest = extremes["lowest"].column("amount").to_pylist()
     order = sorted(range(len(compared)), key=lambda at: (lowest[at], compared[at]))
     rest = [code for code in venues if not found[code].compared]

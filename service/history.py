@@ -139,9 +139,7 @@ def _change_table(dataset: Dataset, entries: Array) -> pa.Table:
     type and day, then each field of the record before and after it (`before_<field>`,
     `after_<field>`; nulls where there is none), as a download carries them."""
     found = dataset.changes.columns(entries)
-    # Both sides read in one go: a read of the summary costs more per call than per record.
-    both = dataset.summary.table(np.concatenate([found[side] for side in SIDES]))
-    sides = {side: both.slice(at * len(entries), len(entries)) for at, side in enumerate(SIDES)}
+    sides = dict(zip(SIDES, dataset.summary.tables([found[side] for side in SIDES]), strict=True))
     # A line's identity is the same on both sides; a side with no record is a row of nulls.
     columns: dict[str, Any] = {
         name: pc.coalesce(sides["after"][column], sides["before"][column])

@@ -7,6 +7,8 @@ pages of it. The serving copy would decode a whole vector of each column per rec
 the vectors in DuckDB's buffers (random line lookups took the server from 274 to 935 MB).
 """
 
+import itertools
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Final
 
@@ -29,6 +31,13 @@ class Records:
         self._batches = table.to_batches()
         self._starts = np.cumsum([0, *(batch.num_rows for batch in self._batches)])
         self._index = index
+
+    def tables(self, parts: Sequence[Array]) -> list[pa.Table]:
+        """`table` of each list of positions, read in one go: a read of the summary costs more
+        per call than per record."""
+        every = self.table(np.concatenate([np.asarray(part, dtype=np.int64) for part in parts]))
+        starts = np.cumsum([0, *(len(part) for part in parts)]).tolist()
+        return [every.slice(start, stop - start) for start, stop in itertools.pairwise(starts)]
 
     def table(self, positions: Array) -> pa.Table:
         """The records at `positions`, in their order (a row of nulls for `NO_RECORD`): the
