@@ -16,19 +16,13 @@ from ingest.pipeline import run_ingest
 from ingest.storage import S3Storage
 from service.settings import Settings
 from tests.conftest import REGISTRY, LiveServer, fee_row, write_raw
-from tests.servers import s3_server
-
-AWS = {
-    "AWS_ACCESS_KEY_ID": "test",
-    "AWS_SECRET_ACCESS_KEY": "test",
-    "AWS_DEFAULT_REGION": "us-east-1",
-}
+from tools.servers import AWS_TEST_CREDENTIALS, s3_server
 
 
 @pytest.fixture(scope="session")
 def s3_endpoint() -> Iterator[str]:
     with pytest.MonkeyPatch.context() as patch:
-        for name, value in AWS.items():
+        for name, value in AWS_TEST_CREDENTIALS.items():
             patch.setenv(name, value)
         with s3_server() as endpoint:
             yield endpoint
