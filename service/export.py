@@ -1,8 +1,8 @@
-"""Streaming every matching result as a CSV or Parquet download, in constant memory.
+"""Every matching result as a CSV or Parquet download, in constant memory.
 
 Rows arrive as Arrow record batches (`results` chooses how they are found) and are encoded one
 batch at a time, so an export of a million rows never holds a million rows in Python; the
-response streams as batches arrive.
+response streams as batches arrive, unless it ends within `WHOLE_BYTES`: then it is sent whole.
 """
 
 import io
@@ -13,10 +13,12 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 from starlette.responses import StreamingResponse
+from starlette.types import Send
 
 from service import memory
 
 BATCH_ROWS = 65_536
+WHOLE_BYTES = 1 << 20  # a download up to this size is sent in one piece, with its length
 MEDIA_TYPES = {"csv": "text/csv; charset=utf-8", "parquet": "application/vnd.apache.parquet"}
 # The `format` values of the results listing: JSON pages, or one of the downloads.
 FORMATS = ("json", *MEDIA_TYPES)
@@ -49,9 +51,44 @@ def _quality(options: list[str]) -> float:
     return 1.0
 
 
-def download(batches: Iterator[pa.RecordBatch], kind: str, name: str) -> StreamingResponse:
+class Download(StreamingResponse):
+    """A download sent whole with its Content-Length when it ends within `WHOLE_BYTES`, else
+    streamed as it is made. Sent whole, an answer is never cut off half-sent when its process
+    stops: until its first byte leaves, a load balancer may try the request on another replica
+    (`make cluster-soak` lost a small export streamed by a replica it killed)."""
+
+    async def stream_response(self, send: Send) -> None:
+        start = {"type": "http.response.start", "status": self.status_code,
+                 "headers": self.raw_headers}  # fmt: skip
+        parts = aiter(self.body_iterator)
+        head: list[bytes] = []
+        size = 0
+        async for part in parts:
+            head.append(_bytes(part))
+            size += len(head[-1])
+            if size > WHOLE_BYTES:
+                break
+        else:
+            body = b"".join(head)
+            self.raw_headers.append((b"content-length", b"%d" % len(body)))
+            await send(start)
+            await send({"type": "http.response.body", "body": body, "more_body": False})
+            return
+        await send(start)
+        for part in head:
+            await send({"type": "http.response.body", "body": part, "more_body": True})
+        async for part in parts:
+            await send({"type": "http.response.body", "body": _bytes(part), "more_body": True})
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+
+def _bytes(part: str | bytes | memoryview) -> bytes:
+    return part.encode() if isinstance(part, str) else bytes(part)
+
+
+def download(batches: Iterator[pa.RecordBatch], kind: str, name: str) -> Download:
     body = _released(_csv(batches) if kind == "csv" else _parquet(batches))
-    return StreamingResponse(
+    return Download(
         body,
         media_type=MEDIA_TYPES[kind],
         headers={"Content-Disposition": f'attachment; filename="{name}.{kind}"'},

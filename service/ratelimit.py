@@ -22,11 +22,18 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from redis.asyncio import Redis
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
+from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError
 
 log = logging.getLogger(__name__)
 
-REDIS_TIMEOUT_SECONDS = 0.1  # a loopback or LAN Redis answers in well under a millisecond
+# Redis answers in well under a millisecond, but the time-out runs on this process's event loop,
+# which reads the reply only when it is free: under CPU load it comes 100 ms late and more. At
+# 0.1 s, busy processes took that for an outage and limited on their own, letting a key through
+# at several times its limit (`make cluster-soak`: 43 of 90 requests for a burst of 30).
+REDIS_TIMEOUT_SECONDS = 1.0
 REDIS_RETRY_SECONDS = 1.0
 REDIS_PREFIX = "fees:ratelimit:"
 
@@ -138,6 +145,12 @@ class Limiter:
                 redis_url,
                 socket_timeout=REDIS_TIMEOUT_SECONDS,
                 socket_connect_timeout=REDIS_TIMEOUT_SECONDS,
+                # After Redis restarts, every pooled connection is dead and fails once when next
+                # used, for seconds under load: try such a command again, once, on a new
+                # connection rather than limit locally. A time-out is never tried again (the
+                # script may have run), nor is anything waited for between the two tries.
+                retry=Retry(NoBackoff(), 1),
+                retry_on_error=[RedisConnectionError],
             )
         )
         self._script = None if self._redis is None else self._redis.register_script(TAKE_SCRIPT)

@@ -8,6 +8,7 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 import pytest
@@ -17,7 +18,8 @@ from service.accounts import Keystore
 from service.ratelimit import DEFAULT_LIMIT, Limit, LocalBuckets
 from service.settings import Settings
 from tests.conftest import LiveServer, account_key, exchange_headers, supplier_headers
-from tests.servers import redis_server, service_process
+from tests.servers import debian_program, redis_server, service_process
+from tools.servers import start_redis, stop
 
 EXCHANGES = "/api/v1/exchanges/"
 ACTIONS = "/api/v1/suppliers/nasdaq/actions"
@@ -161,6 +163,28 @@ def test_an_unreachable_redis_fails_open_logged_and_counted(
     assert [limits(r)[1] for r in during[:2]] == [1, 0]
     assert fallbacks == 3
     assert any("Redis unreachable" in record.message for record in caplog.records)
+
+
+def test_after_redis_restarts_a_request_is_limited_in_redis_again_at_once(
+    tmp_path: Path, fixture_version: IngestResult
+) -> None:
+    program = debian_program("redis-server", "redis-server")
+    with redis_server() as (url, redis):
+        settings = settings_for(tmp_path, fixture_version, redis_url=url)
+        with served(settings) as (live, http):
+            before = [http.get(EXCHANGES, headers=exchange_headers(TRICKLE)) for _ in range(2)]
+            stop(redis)
+            restarted = start_redis(program, int(urlsplit(url).port or 0))
+            try:
+                after = http.get(EXCHANGES, headers=exchange_headers(TRICKLE))
+                fallbacks = live.app.state.limiter.fallbacks
+            finally:
+                stop(restarted)
+    assert [limits(r)[1] for r in before] == [2, 1]
+    # The pooled connection died with the old Redis; the request was tried again on a new one,
+    # not limited in this process. The new Redis holds no buckets: the key's starts full.
+    assert limits(after)[1] == 2
+    assert fallbacks == 0
 
 
 # ------------------------------------------------------------------------------ across processes

@@ -457,6 +457,28 @@ def test_csv_export_matches_a_direct_query_row_for_row(
     ]
 
 
+@pytest.mark.parametrize("kind", ["csv", "parquet"])
+def test_a_download_within_whole_bytes_is_sent_in_one_piece_with_its_length(
+    client: httpx.Client, kind: str
+) -> None:
+    response = results(client, format=kind)
+    assert int(response.headers["content-length"]) == len(response.content) > 0
+    assert "transfer-encoding" not in response.headers
+
+
+def test_a_larger_download_streams_as_it_is_made_and_holds_the_same_rows(
+    client: httpx.Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    whole = results(client, format="csv", exchange_name="nasdaq", order_by="amount")
+    monkeypatch.setattr(export, "WHOLE_BYTES", 100)
+    # The same rows in another order: the answer above is in the response cache now.
+    streamed = results(client, format="csv", exchange_name="nasdaq", order_dir="desc")
+    assert streamed.headers["transfer-encoding"] == "chunked"
+    assert "content-length" not in streamed.headers
+    assert len(whole.content) > 100
+    assert sorted(streamed.text.splitlines()) == sorted(whole.text.splitlines())
+
+
 def test_csv_export_prints_scraped_time_as_the_json_answer_does(client: httpx.Client) -> None:
     page = results(client, exchange_name="nasdaq", page_size=100).json()["data"]
     rows = csv.DictReader(io.StringIO(results(client, exchange_name="nasdaq", format="csv").text))
