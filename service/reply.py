@@ -44,21 +44,33 @@ class Reply:
         self._max_age = max_age
         self.headers = [(REQUEST_ID, call.request_id), NOSNIFF]
         self.status = 0
-        self.started = self.finished = False
+        self.started = self.finished = False  # started: the head has been sent
         self.replaced = False  # by a 304 (`NotSent` stops the answer it replaced)
         self.route: str | None = None  # known without routing: a cached answer's
         self.kept: tuple[bytes, list[tuple[bytes, bytes]]] | None = None  # body and headers
         self._head: list[tuple[bytes, bytes]] | None = None  # while a body may be kept
+        self._pending: Message | None = None  # the head, until the body's first part
 
     async def send(self, message: Message) -> None:
         if message["type"] == "http.response.start":
             message = self._start(message["status"], message.get("headers", []))
+            if not self.replaced:
+                # The head waits for the body's first part and leaves with it, so a process
+                # stopped between the two (a replica killed while descheduled, seen under load
+                # in `make cluster-soak`) has sent nothing and the balancer can try elsewhere;
+                # and a handler that fails before its first part still gets a clean 500.
+                self._pending = message
+                return
+            self.started = True
         elif message["type"] == "http.response.body":
             more = message.get("more_body", False)
             if self._head is not None and not more:  # one body in one piece: not a download
                 self.kept = (bytes(message.get("body", b"")), self._head)
             self._head = None
             self.finished = not more
+            if self._pending is not None:
+                self.started, pending, self._pending = True, self._pending, None
+                await self._send(pending)
         await self._send(message)
         if self.replaced and not self.finished:
             await self._send({"type": "http.response.body", "body": b""})
@@ -66,7 +78,7 @@ class Reply:
             raise NotSent
 
     def _start(self, status: int, given: list[tuple[bytes, bytes]]) -> Message:
-        self.started, self.status = True, status
+        self.status, self._head = status, None
         call = self._call
         validators = self._validators(status) if self._from_handler() else []
         if status == 200 and validators:  # the ETag first
