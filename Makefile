@@ -16,7 +16,7 @@ export FEES_DATA_DIR ?= $(DATA)
 export FEES_ACCOUNTS_FILE ?= data/demo-accounts.json
 
 .DEFAULT_GOAL := help
-.PHONY: help setup run serve test lint fuzz soak ingest sql synth embedded coverage bench bench-ingest \
+.PHONY: help setup run serve test lint fuzz soak cluster-soak ingest sql synth embedded coverage bench bench-ingest \
 	bench-workers clean
 
 help: ## List the targets
@@ -67,6 +67,9 @@ bench-ingest: setup ## Ingest throughput vs a plain DuckDB COPY, and peak memory
 soak: setup ## SOAK_SECONDS of load on every endpoint while a version is published every 30 s
 	$(PY) -m tools.soak --seconds $(SOAK_SECONDS)
 
+cluster-soak: setup ## SOAK_SECONDS through HAProxy to 3 replicas, Redis and S3, with a kill and restarts
+	$(PY) -m tools.cluster --seconds $(SOAK_SECONDS)
+
 bench: setup ## HTTP benchmarks (wrk) at 100k, 1M and 10M records
 	$(PY) -m tools.bench
 
@@ -74,4 +77,4 @@ bench-workers: setup ## Discovery throughput (wrk) with 1 and 2 server processes
 	$(PY) -m tools.bench_workers
 
 clean: ## Remove the venv, caches and generated data (not data/raw)
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache $(DATA) data/synth .bench .soak
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache $(DATA) data/synth .bench .soak .cluster

@@ -24,8 +24,11 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from subprocess import Popen
 
 import httpx
 
@@ -200,10 +203,10 @@ def accounts_document() -> dict[str, object]:
     }
 
 
-def inputs(rows: int, registry: Path) -> tuple[Path, Path]:
-    """Two raw directories, made once: the synthetic records, and the same plus an extra
-    file, so that publishing them in turn makes a new version every time."""
-    base, more = ROOT / f"raw-{rows}", ROOT / f"raw-{rows}-more"
+def inputs(rows: int, registry: Path, root: Path = ROOT) -> tuple[Path, Path]:
+    """Two raw directories, made once under `root`: the synthetic records, and the same plus an
+    extra file, so that publishing them in turn makes a new version every time."""
+    base, more = root / f"raw-{rows}", root / f"raw-{rows}-more"
     if not (more / ".complete").exists():
         shutil.rmtree(base, ignore_errors=True)
         shutil.rmtree(more, ignore_errors=True)
@@ -215,16 +218,39 @@ def inputs(rows: int, registry: Path) -> tuple[Path, Path]:
 
 
 @dataclass(frozen=True)
-class Result:
-    seconds: int
-    connections: int
-    rows: int
-    publish_every: float
+class Traffic:
+    """What wrk saw: an error is a wrong status, a socket error or a time-out."""
+
     requests: int
     errors: int
     statuses: dict[int, int]
     p50_ms: float
     p99_ms: float
+    wrong: tuple[str, ...]  # the first wrong answers, each "status request-id"
+    sockets: str  # wrk's line on socket errors and time-outs, when it printed one
+
+
+def traffic(output: str) -> Traffic:
+    load = parse_load(output)
+    sockets = re.search(r"Socket errors: (.*)", output)
+    return Traffic(
+        requests=_count(r"(\d+) requests in", output),
+        errors=_count(r"mismatches: (\d+)", output) + socket_errors(output),
+        statuses=_statuses(output),
+        p50_ms=load.p50_ms,
+        p99_ms=load.p99_ms,
+        wrong=tuple(re.findall(r"^\d{3} s[\d.]+-\d+$", output, re.MULTILINE)),
+        sockets=sockets.group(1) if sockets else "",
+    )
+
+
+@dataclass(frozen=True)
+class Result:
+    seconds: int
+    connections: int
+    rows: int
+    publish_every: float
+    traffic: Traffic
     publishes: int
     publish_seconds: list[float]
     rss_ready_mb: int
@@ -267,7 +293,7 @@ def main(argv: list[str] | None = None) -> int:
     print(table)
     write_section(args.doc, f"Machine: {machine()}\n\n{table}", marker="soak",
                   title="Soak (`make soak`)")  # fmt: skip
-    ok = result.errors == 0 and result.growth <= MEMORY_GROWTH
+    ok = result.traffic.errors == 0 and result.growth <= MEMORY_GROWTH
     return 0 if ok else 1
 
 
@@ -275,38 +301,50 @@ def soak(
     args: argparse.Namespace, server: subprocess.Popen[bytes], base: Path, more: Path, data: Path
 ) -> Result:
     url = f"http://127.0.0.1:{args.port}"
-    page = httpx.get(f"{url}{RESULTS}?page_size=1", headers=header(FULL)).json()["data"][0]
-    mix = calls(page["record_id"], page["version_id"])
     rss_ready, _ = rss_mb(server)
-    with tempfile.TemporaryDirectory() as scratch:
-        listing, script = Path(scratch) / "calls.tsv", Path(scratch) / "soak.lua"
-        listing.write_text("".join(call.line() + "\n" for call in mix), encoding="utf-8")
-        script.write_text(LUA, encoding="utf-8")
-        wrk = subprocess.Popen(
-            ["wrk", "-t2", f"-c{args.connections}", f"-d{args.seconds}s", "--latency",
-             "--timeout", "10s", "-s", str(script), url, "--", str(listing)],
-            stdout=subprocess.PIPE, text=True,
-        )  # fmt: skip
+    with driving(url, mix(url), args.seconds, args.connections) as wrk:
         publishes, rss_start = publish_while(wrk, args, server, base, more, data)
         output, _ = wrk.communicate()
     rss_end, _ = rss_mb(server)
-    load = parse_load(output)
     return Result(
         seconds=args.seconds,
         connections=args.connections,
         rows=args.rows,
         publish_every=args.publish_every,
-        requests=_count(r"(\d+) requests in", output),
-        errors=_count(r"mismatches: (\d+)", output) + socket_errors(output),
-        statuses=_statuses(output),
-        p50_ms=load.p50_ms,
-        p99_ms=load.p99_ms,
+        traffic=traffic(output),
         publishes=len(publishes),
         publish_seconds=publishes,
         rss_ready_mb=rss_ready,
         rss_start_mb=rss_start,
         rss_end_mb=rss_end,
     )
+
+
+def mix(url: str) -> list[Call]:
+    """The request mix over the version `url` serves (its first record and version id)."""
+    page = httpx.get(f"{url}{RESULTS}?page_size=1", headers=header(FULL)).json()["data"][0]
+    return calls(page["record_id"], page["version_id"])
+
+
+@contextmanager
+def driving(url: str, mix: list[Call], seconds: int, connections: int) -> Iterator[Popen[str]]:
+    """wrk walking the mix against `url` for `seconds` (its output on stdout, read with
+    `communicate` and `traffic`)."""
+    with tempfile.TemporaryDirectory() as scratch:
+        listing, script = Path(scratch) / "calls.tsv", Path(scratch) / "soak.lua"
+        listing.write_text("".join(call.line() + "\n" for call in mix), encoding="utf-8")
+        script.write_text(LUA, encoding="utf-8")
+        wrk = subprocess.Popen(
+            ["wrk", "-t2", f"-c{connections}", f"-d{seconds}s", "--latency",
+             "--timeout", "10s", "-s", str(script), url, "--", str(listing)],
+            stdout=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        try:
+            yield wrk
+        finally:
+            if wrk.poll() is None:
+                wrk.kill()
+                wrk.wait()
 
 
 def publish_while(
@@ -359,9 +397,7 @@ def _statuses(output: str) -> dict[int, int]:
 
 
 def report(result: Result) -> str:
-    met = "met" if result.errors == 0 else "not met"
     grown = "met" if result.growth <= MEMORY_GROWTH else "not met"
-    statuses = ", ".join(f"{code}: {count:,}" for code, count in sorted(result.statuses.items()))
     publishes = (
         f"{result.publishes} (each {statistics.median(result.publish_seconds):.1f} s, median)"
         if result.publish_seconds
@@ -374,16 +410,27 @@ def report(result: Result) -> str:
             "",
             "| measure | result | target | met |",
             "|---|---|---|---|",
-            f"| requests | {result.requests:,} ({result.requests / result.seconds:,.0f}/s) | | |",
-            f"| answers by status | {statuses} | each as its request expects | |",
-            f"| errors (wrong status, socket errors, time-outs) | {result.errors} | 0 | {met} |",
-            f"| latency p50 / p99 | {result.p50_ms:.2f} / {result.p99_ms:.2f} ms | | |",
+            *traffic_rows(result.traffic, result.seconds),
             f"| versions published during the run | {publishes} | | |",
             f"| server RSS: ready / after warm-up / end | {result.rss_ready_mb} / "
             f"{result.rss_start_mb} / {result.rss_end_mb} MB | end ≤ warm-up + 10% "
             f"({result.growth:+.1%}) | {grown} |",
         ]
     )
+
+
+def traffic_rows(seen: Traffic, seconds: int) -> list[str]:
+    """The report's rows on what wrk saw (a table of measure, result, target, met)."""
+    met = "met" if seen.errors == 0 else "not met"
+    found = "; ".join(filter(None, [seen.sockets, ", ".join(seen.wrong[:5])]))
+    statuses = ", ".join(f"{code}: {count:,}" for code, count in sorted(seen.statuses.items()))
+    return [
+        f"| requests | {seen.requests:,} ({seen.requests / seconds:,.0f}/s) | | |",
+        f"| answers by status | {statuses} | each as its request expects | |",
+        f"| errors (wrong status, socket errors, time-outs) | {seen.errors}"
+        f"{f' ({found})' if found else ''} | 0 | {met} |",
+        f"| latency p50 / p99 | {seen.p50_ms:.2f} / {seen.p99_ms:.2f} ms | | |",
+    ]
 
 
 if __name__ == "__main__":
