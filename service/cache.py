@@ -127,6 +127,11 @@ class ResponseCache:
     def _empty(self) -> "LRUCache[CacheKey, Stored]":
         return LRUCache(maxsize=max(self._max_bytes, 1), getsizeof=lambda stored: stored.size)
 
+    @property
+    def held(self) -> tuple[int, int]:
+        """The answers kept, and their bytes as the bound counts them (`Stored.size`)."""
+        return len(self._entries), int(self._entries.currsize)
+
     def get(self, version: str, key: CacheKey) -> Stored | None:
         if version != self._version:
             self._entries, self._version = self._empty(), version

@@ -62,6 +62,14 @@ class ServiceCollector(Collector):
         cache.add_metric(["hit"], self._cache.hits)
         cache.add_metric(["miss"], self._cache.misses)
         yield cache
+        answers, held = self._cache.held
+        yield GaugeMetricFamily(
+            "fees_response_cache_bytes", "Bytes of answers the response cache holds (its bound: "
+            "FEES_CACHE_MB).", value=held,
+        )  # fmt: skip
+        yield GaugeMetricFamily(
+            "fees_response_cache_answers", "Answers the response cache holds.", value=answers
+        )
         yield CounterMetricFamily(
             "fees_rate_limited", "Requests refused for their key's rate limit (429).",
             value=self._limiter.refused,

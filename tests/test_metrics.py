@@ -62,6 +62,8 @@ def test_the_scrape_counts_requests_by_route_and_status_and_names_the_version(
     assert samples["fees_requests_total", (exchanges, ("status", "429"))] == 1
     assert samples["fees_rate_limited_total", ()] == 1
     assert samples["fees_response_cache_lookups_total", (("result", "hit"),)] >= 1
+    assert samples["fees_response_cache_answers", ()] >= 1
+    assert samples["fees_response_cache_bytes", ()] > 0
     version = (("as_of", _as_of(fixture_version)), ("version_id", fixture_version.version_id))
     assert samples["fees_dataset_version", version] == 1
     assert samples["fees_dataset_records", ()] == fixture_version.records

@@ -511,6 +511,7 @@ def main(argv: list[str] | None = None) -> int:
         serving(serve, args.port, probe, big, ACCESS_LOG) as (process, ready_seconds),
         serving(quiet, quiet_port, probe, {**big, "FEES_LOG_LEVEL": "warning"}),
     ):
+        ready_rss, _ = rss_mb(process)
         loaded = (ceiling_port, args.seconds, args.connections)
         for case in cases(args.supplier):
             rounds = paired(args.port, case, *loaded)
@@ -529,6 +530,7 @@ def main(argv: list[str] | None = None) -> int:
             for case in cold_cases(datasets[largest], FRESH_REQUESTS)
             if case.more  # the exchange list is one request: the cache answers it
         ]
+        filled = Filled(ready_rss, rss_mb(process)[0], *cache_held(args.port))
         switched = switch(
             args.port, datasets[largest], cases(args.supplier)[0], args.seconds, args.connections
         )
@@ -573,11 +575,42 @@ def main(argv: list[str] | None = None) -> int:
             f"{EXPORT.name}: {exported:,} rows at {rate:,.0f} rows/s "
             f"(target {EXPORT_TARGET:,}: {met(rate >= EXPORT_TARGET)}).",
             others_report(switched, warm_rss, (before, ended, after), ready_seconds),
+            filled.report(),
         ]
     )
     print(table)
     write_section(args.doc, table, marker="bench-http", title="HTTP (`make bench`)")
     return 0
+
+
+@dataclass(frozen=True)
+class Filled:
+    """The cache-on server's memory at ready and after the cold cases filled its response
+    cache, with what the cache then held (its `/metrics`)."""
+
+    ready_mb: int
+    filled_mb: int
+    answers: int
+    held_bytes: int
+
+    def report(self) -> str:
+        grown, held = self.filled_mb - self.ready_mb, self.held_bytes / 2**20
+        return (
+            f"Memory and the response cache: the server's RSS was {self.ready_mb:,} MB when "
+            f"ready and {self.filled_mb:,} MB once the cold cases had filled its cache with "
+            f"{self.answers:,} answers of {held:,.1f} MB (bound: FEES_CACHE_MB, 64 by default): "
+            f"{grown:+,} MB, {grown / held if held else 0:.1f} times what the cache holds. RSS "
+            "grows with the cache, which evicts its least recently used answers beyond its bound."
+        )
+
+
+def cache_held(port: int) -> tuple[int, int]:
+    """The answers and bytes the response cache holds, from the server's `/metrics`."""
+    text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=5).text
+    found = dict(re.findall(r"^(fees_response_cache_\w+) ([\d.e+]+)$", text, re.MULTILINE))
+    return int(float(found["fees_response_cache_answers"])), int(
+        float(found["fees_response_cache_bytes"])
+    )
 
 
 WARM_TARGET = 0.90  # of the ceiling
