@@ -56,13 +56,18 @@ def free_port() -> int:
         return port
 
 
-def wait_for(check: Callable[[], bool], what: str, process: subprocess.Popen[bytes]) -> None:
-    deadline = time.monotonic() + START_SECONDS
+def wait_for(
+    check: Callable[[], bool],
+    what: str,
+    process: subprocess.Popen[bytes],
+    seconds: float = START_SECONDS,
+) -> None:
+    deadline = time.monotonic() + seconds
     while not check():
         if process.poll() is not None:
             raise RuntimeError(f"{what} exited with {process.returncode} before it was ready")
         if time.monotonic() > deadline:
-            raise RuntimeError(f"{what} was not ready within {START_SECONDS} s")
+            raise RuntimeError(f"{what} was not ready within {seconds:g} s")
         time.sleep(0.05)
 
 
