@@ -23,7 +23,7 @@ import stat
 import threading
 import time
 from pathlib import Path
-from typing import Any, Final
+from typing import Final
 
 import orjson
 
@@ -42,7 +42,8 @@ class AccessLog:
         self._lines: list[bytes] = []
         self._held = 0
         self._lock = threading.Lock()
-        self._second, self._stamp = -1, ""
+        self._second, self._seconds = -1, ""  # a second, and its time to the second
+        self._millisecond, self._stamp = -1, ""  # a millisecond, and its time to it
         self._stopped = threading.Event()
         self._flusher: threading.Thread | None = None
 
@@ -72,20 +73,41 @@ class AccessLog:
         if self._owned:
             os.close(self._fd)
 
-    def write(self, fields: dict[str, Any]) -> None:
-        """Keep one request's line (`fields`: method, route, path, status, duration_ms,
-        request_id, key)."""
-        now = time.time()
+    def write(
+        self,
+        *,
+        method: str,
+        route: str,
+        path: str,
+        status: int,
+        duration_ms: float,
+        request_id: str,
+        key: str | None,
+    ) -> None:
+        """Keep one request's line. The fields come as arguments, not a dict, and the line is
+        one dict: in a cached answer, a dict of the fields merged into the line's cost 2.8 µs
+        more a line (a fifth of the access line's cost in process)."""
         message = (
-            f"{fields['method']} {fields['path']} {fields['status']} "
-            f"{fields['duration_ms']:.2f}ms request_id={fields['request_id']} "
-            f"key={fields['key'] or '-'}"
+            f"{method} {path} {status} {duration_ms:.2f}ms request_id={request_id} "
+            f"key={key or '-'}"
         )
         if self._terminal:
             os.write(self._fd, f"INFO:     {message}\n".encode())
             return
-        line = {"time": self._time(now), "level": "INFO", "logger": LOGGER, "message": message}
-        data = orjson.dumps(line | fields, option=orjson.OPT_APPEND_NEWLINE)
+        line = {
+            "time": self._time(),
+            "level": "INFO",
+            "logger": LOGGER,
+            "message": message,
+            "method": method,
+            "route": route,
+            "path": path,
+            "status": status,
+            "duration_ms": duration_ms,
+            "request_id": request_id,
+            "key": key,
+        }
+        data = orjson.dumps(line, option=orjson.OPT_APPEND_NEWLINE)
         with self._lock:
             self._lines.append(data)
             self._held += len(data)
@@ -120,14 +142,17 @@ class AccessLog:
         while not self._stopped.wait(FLUSH_SECONDS):
             self.flush()
 
-    def _time(self, now: float) -> str:
+    def _time(self) -> str:
         """The time as the logging module's `asctime` writes it (local time, milliseconds),
-        its seconds formatted once a second."""
-        second = int(now)
-        if second != self._second:
-            self._second = second
-            self._stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(second))
-        return f"{self._stamp},{int((now - second) * 1000):03d}"
+        made once a millisecond: under load several lines share one."""
+        millisecond = time.time_ns() // 1_000_000
+        if millisecond != self._millisecond:
+            second, rest = divmod(millisecond, 1000)
+            if second != self._second:
+                self._second = second
+                self._seconds = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(second))
+            self._millisecond, self._stamp = millisecond, f"{self._seconds},{rest:03d}"
+        return self._stamp
 
 
 def _write_all(fd: int, data: bytes) -> None:

@@ -190,15 +190,12 @@ class FrontDoor:
         self._stats.observe(route, reply.status, seconds)
         if self._access is not None:
             self._access.write(
-                {
-                    "method": scope["method"],
-                    "route": route,
-                    # The raw path as the request line carried it: a decoded `%0A` could forge
-                    # lines.
-                    "path": scope.get("raw_path", b"").decode("latin-1"),
-                    "status": reply.status,
-                    "duration_ms": round(seconds * 1000, 3),
-                    "request_id": call.request_id.decode("ascii"),
-                    "key": call.caller.key_id if call.caller is not None else None,
-                }
+                method=scope["method"],
+                route=route,
+                # The raw path as the request line carried it: a decoded `%0A` could forge lines.
+                path=scope.get("raw_path", b"").decode("latin-1"),
+                status=reply.status,
+                duration_ms=round(seconds * 1000, 3),
+                request_id=call.request_id.decode("ascii"),
+                key=call.caller.key_id if call.caller is not None else None,
             )

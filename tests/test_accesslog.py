@@ -41,7 +41,7 @@ def lines_of(path: Path) -> list[dict[str, Any]]:
 
 def test_a_line_is_one_json_object_with_every_field(tmp_path: Path) -> None:
     log = AccessLog.open(str(tmp_path / "access.log"))
-    log.write(fields(7, key=None))
+    log.write(**fields(7, key=None))
     log.stop()
     [line] = lines_of(tmp_path / "access.log")
     assert line["level"] == "INFO" and line["logger"] == "service.access"
@@ -53,15 +53,15 @@ def test_a_line_is_one_json_object_with_every_field(tmp_path: Path) -> None:
 def test_lines_are_held_until_the_buffer_fills_or_a_second_passes(tmp_path: Path) -> None:
     path = tmp_path / "access.log"
     log = AccessLog.open(str(path))
-    log.write(fields(0))
+    log.write(**fields(0))
     assert path.read_text() == ""  # held
     written = 1
     while not path.read_text():  # the buffer fills: written at once, no thread involved
-        log.write(fields(written))
+        log.write(**fields(written))
         written += 1
     assert len(lines_of(path)) == written
     assert path.stat().st_size >= accesslog.BUFFER_BYTES
-    log.write(fields(written))
+    log.write(**fields(written))
     log.start()
     deadline = time.monotonic() + 3 * accesslog.FLUSH_SECONDS
     while len(lines_of(path)) == written and time.monotonic() < deadline:
@@ -82,7 +82,7 @@ def test_writers_sharing_a_pipe_never_mix_their_lines() -> None:
 
     def write(log: AccessLog, tag: int) -> None:
         for number in range(3_000):
-            log.write(fields(number) | {"path": f"{long_path}&w={tag}"})
+            log.write(**fields(number) | {"path": f"{long_path}&w={tag}"})
         log.flush()
 
     writers = [threading.Thread(target=write, args=(log, tag)) for tag, log in enumerate(logs)]
@@ -106,7 +106,7 @@ def _drain(fd: int, into: bytearray) -> None:
 def test_to_a_terminal_each_line_is_written_at_once_as_its_message() -> None:
     leader, follower = os.openpty()
     log = AccessLog(follower)
-    log.write(fields(3))
+    log.write(**fields(3))
     assert os.read(leader, 4096).decode().strip() == (
         f"INFO:     GET /api/v1/exchanges/?n=3 200 0.12ms request_id={3:032x} key=c48a01f49fd0"
     )
