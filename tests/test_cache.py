@@ -1,7 +1,9 @@
 """The response cache: a repeated request gets the same answer without a query, never another
 caller's answer, never a stale version's, and the cache stays within its bound."""
 
+import gc
 import json
+import tracemalloc
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -12,7 +14,15 @@ from starlette.responses import JSONResponse
 
 from ingest.pipeline import IngestResult
 from service.accounts import Account
-from service.cache import ResponseCache, Stored, cache_key
+from service.cache import (
+    CACHE_CONTROL,
+    ENTRY_BYTES,
+    ETAG,
+    VERSION_HEADER,
+    ResponseCache,
+    Stored,
+    cache_key,
+)
 from service.settings import Settings
 from tests.conftest import KEYS, LiveServer, exchange_headers, supplier_headers
 
@@ -141,7 +151,7 @@ def answer(body: dict[str, object]) -> Stored:
 
 
 def test_the_query_time_is_filled_in_on_every_hit() -> None:
-    cache = ResponseCache(1_000)
+    cache = ResponseCache(10 * ENTRY_BYTES)
     body = {"data": [{"name": "query_time_ms"}], "meta": {"record_count": 2, "query_time_ms": 38}}
     assert cache.get("v1", "key") is None
     cache.put("v1", "key", answer(body))
@@ -152,20 +162,46 @@ def test_the_query_time_is_filled_in_on_every_hit() -> None:
 
 
 def test_the_cache_keeps_within_its_bound_least_recently_used_out_first() -> None:
-    cache = ResponseCache(100)
+    cache = ResponseCache(2 * (ENTRY_BYTES + 34) + 10)  # room for two of the answers below
     cache.get("v1", "a")  # the cache learns the version it serves
     for key in ("a", "b", "c"):
         cache.put("v1", key, answer({"padding": "x" * 20}))  # 34 bytes each
         cache.get("v1", "a")  # `a` stays the most recently used
+    assert cache.held == (2, 2 * (ENTRY_BYTES + 34))
     assert cache.get("v1", "a") is not None
     assert cache.get("v1", "b") is None
     assert cache.get("v1", "c") is not None
-    cache.put("v1", "huge", answer({"padding": "x" * 200}))
+    cache.put("v1", "huge", answer({"padding": "x" * 3000}))
     assert cache.get("v1", "huge") is None
 
 
+def test_the_bound_counts_what_an_entry_costs_not_only_its_body() -> None:
+    """Entries shaped as the service keeps them (a discovery answer, its key and headers): the
+    bytes the bound counts are within a fifth of the memory they take."""
+    account = Account(name="desk", exchanges=None, key_id="0123456789ab")
+    body = b'{"data":[' + b'{"name":"add_liquidity","count":12345},' * 25 + b'],"meta":{}}'
+    cache = ResponseCache(2**40)
+    cache.get("v1", None)
+    gc.collect()
+    tracemalloc.start()
+    try:
+        for number in range(5_000):
+            key = (account, f"/api/v1/suppliers/v{number % 40}/actions",
+                   (b"end_date=2023-06-30", b"start_date=%d-01-01" % number), None)  # fmt: skip
+            headers = [(b"content-type", b"application/json"), (VERSION_HEADER, b"v1"),
+                       (ETAG, b'W/"v1.%024x"' % number), (CACHE_CONTROL, b"private")]  # fmt: skip
+            cache.put("v1", key, Stored.of(bytes(bytearray(body)), headers, "/route"))
+        gc.collect()
+        taken, _ = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    answers, counted = cache.held
+    assert answers == 5_000
+    assert 0.8 < counted / taken < 1.2, (counted, taken)
+
+
 def test_a_new_version_empties_the_cache_and_the_old_one_cannot_refill_it() -> None:
-    cache = ResponseCache(1_000)
+    cache = ResponseCache(10 * ENTRY_BYTES)
     cache.get("v1", "key")
     cache.put("v1", "key", answer({"version": 1}))
     assert cache.get("v2", "key") is None
