@@ -88,8 +88,7 @@ class AccessLog:
         one dict: in a cached answer, a dict of the fields merged into the line's cost 2.8 µs
         more a line (a fifth of the access line's cost in process)."""
         message = (
-            f"{method} {path} {status} {duration_ms:.2f}ms request_id={request_id} "
-            f"key={key or '-'}"
+            f"{method} {path} {status} {duration_ms:.2f}ms request_id={request_id} key={key or '-'}"
         )
         if self._terminal:
             os.write(self._fd, f"INFO:     {message}\n".encode())

@@ -3,7 +3,8 @@
 import shutil
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +15,7 @@ import pytest
 from ingest.errors import StorageFailed
 from ingest.pipeline import run_ingest
 from ingest.storage import S3Storage
+from service.dataset.sources import S3Source
 from service.settings import Settings
 from tests.conftest import REGISTRY, LiveServer, fee_row, write_raw
 from tools.servers import AWS_TEST_CREDENTIALS, s3_server
@@ -127,8 +129,31 @@ def test_the_service_serves_the_s3_version_and_switches_to_a_new_one(
         write_raw(raw_dir / "extra.csv", [fee_row(fee_name="Extra")])
         second = ingest(raw_dir, location, s3_endpoint)
         assert ready_on(http, second.version_id)["records"] == second.records
-    cached = sorted(path.name for path in s3_settings.cache_dir.iterdir())
+    cached = sorted(p.name for p in s3_settings.cache_dir.iterdir() if p.name[0] != ".")
     assert cached == [first.version_id, second.version_id]
+
+
+def test_processes_sharing_a_cache_download_a_version_once(
+    raw_dir: Path, s3_settings: Settings, s3_endpoint: str
+) -> None:
+    published = ingest(raw_dir, str(s3_settings.data_dir), s3_endpoint)
+    sources = [S3Source(s3_settings) for _ in range(4)]  # as four workers of one replica
+    downloads = []
+    for source in sources:
+        real = source._storage.download
+
+        def counted(*args: Any, real: Callable[..., None] = real) -> None:
+            downloads.append(args[0])
+            time.sleep(0.2)  # the others arrive while it downloads
+            real(*args)
+
+        source._storage.download = counted  # type: ignore[method-assign]
+    target = s3_settings.cache_dir / published.version_id
+    with ThreadPoolExecutor(len(sources)) as pool:
+        fetched = list(pool.map(lambda source: source.fetch(target), sources))
+    assert downloads == [published.version_id]
+    assert fetched == [target] * len(sources)
+    assert (target / "manifest.json").is_file()
 
 
 def test_a_pointer_to_an_incomplete_version_is_refused_and_the_previous_serves_on(
