@@ -11,8 +11,10 @@ on it).
 """
 
 import fcntl
+import logging
 import shutil
 import tempfile
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -21,6 +23,8 @@ from pathlib import Path
 from ingest.layout import current_version_dir
 from ingest.storage import S3Storage
 from service.settings import Settings
+
+log = logging.getLogger(__name__)
 
 CACHE_KEEP = 2
 DOWNLOAD_PREFIX = ".download-"
@@ -65,9 +69,12 @@ class S3Source:
             if target.is_dir():  # downloaded while this process waited
                 return target
             partial = Path(tempfile.mkdtemp(prefix=DOWNLOAD_PREFIX + target.name, dir=self._cache))
+            started = time.perf_counter()
             try:
                 self._storage.download(target.name, partial)
                 partial.rename(target)
+                log.info("downloaded dataset version %s in %.2f s (%d MB)", target.name,
+                         time.perf_counter() - started, _megabytes(target))  # fmt: skip
             except OSError:
                 if not target.is_dir():  # not another process's copy, renamed first
                     raise
@@ -90,6 +97,10 @@ class S3Source:
         for lock in self._cache.glob(LOCK_PREFIX + "*"):
             if lock.name.removeprefix(LOCK_PREFIX) < oldest:
                 lock.unlink(missing_ok=True)
+
+
+def _megabytes(directory: Path) -> int:
+    return sum(path.stat().st_size for path in directory.rglob("*") if path.is_file()) // 2**20
 
 
 @contextmanager
