@@ -40,7 +40,9 @@ QUERY_TIME = re.compile(rb'"query_time_ms":(\d+)')
 ENTRY_BYTES = 1_024
 
 # What a cached answer gives again (its content-length is set per answer).
-KEPT_HEADERS = frozenset({b"content-type", VERSION_HEADER, ETAG, CACHE_CONTROL})
+KEPT_HEADERS = frozenset(
+    {b"content-type", b"content-disposition", VERSION_HEADER, ETAG, CACHE_CONTROL}
+)
 # Of those, what a 304 carries (RFC 9110 15.4.5: no content headers).
 NOT_MODIFIED_HEADERS = frozenset({VERSION_HEADER, ETAG, CACHE_CONTROL})
 # The request headers a cache key is made of: the key, as either family presents it, and Accept.

@@ -461,9 +461,12 @@ def test_csv_export_matches_a_direct_query_row_for_row(
 def test_a_download_within_whole_bytes_is_sent_in_one_piece_with_its_length(
     client: httpx.Client, kind: str
 ) -> None:
-    response = results(client, format=kind)
+    response, again = results(client, format=kind), results(client, format=kind)
     assert int(response.headers["content-length"]) == len(response.content) > 0
     assert "transfer-encoding" not in response.headers
+    # Kept in the response cache, it is given again as it was, an attachment with its name.
+    assert again.content == response.content
+    assert again.headers["content-disposition"] == response.headers["content-disposition"]
 
 
 def test_a_larger_download_streams_as_it_is_made_and_holds_the_same_rows(
