@@ -17,7 +17,7 @@ def test_the_cluster_answers_every_request_through_a_kill_a_restart_and_publishe
         debian_program(program, program)  # installed here, or the test is skipped saying why
     doc = tmp_path / "deploy.md"
     status = cluster.main(
-        ["--seconds", "16", "--publish-every", "6", "--rows", "1000", "--burst", "6",
+        ["--seconds", "16", "--publish-every", "8", "--rows", "1000", "--burst", "6",
          "--connections", "8", "--root", str(tmp_path), "--doc", str(doc)]
     )  # fmt: skip
     report = doc.read_text(encoding="utf-8")
