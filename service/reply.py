@@ -55,10 +55,10 @@ class Reply:
         if message["type"] == "http.response.start":
             message = self._start(message["status"], message.get("headers", []))
             if not self.replaced:
-                # The head waits for the body's first part and leaves with it, so a process
-                # stopped between the two (a replica killed while descheduled, seen under load
-                # in `make cluster-soak`) has sent nothing and the balancer can try elsewhere;
-                # and a handler that fails before its first part still gets a clean 500.
+                # The head waits for the body's first part and is sent just before it, so a
+                # handler that fails before its first part (a download whose query fails)
+                # still gets a clean 500, not a head without a body. `service.protocol` then
+                # writes the two in one go.
                 self._pending = message
                 return
             self.started = True
