@@ -8,11 +8,10 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 
-import httpx
 import pytest
 
 from tools import servers
-from tools.servers import free_port, wait_for
+from tools.servers import answers, free_port, wait_for
 
 ROOT = Path(__file__).parent.parent
 
@@ -46,15 +45,8 @@ def service_process(environment: Mapping[str, str], *args: str) -> Iterator[tupl
         stdout=subprocess.DEVNULL,
     )
     url = f"http://127.0.0.1:{port}"
-
-    def answers() -> bool:
-        try:
-            return httpx.get(f"{url}/healthz", timeout=1).status_code == 200
-        except httpx.TransportError:
-            return False
-
     try:
-        wait_for(answers, "the service", process)
+        wait_for(lambda: answers(f"{url}/healthz"), "the service", process)
         yield url, process.pid
     finally:
         process.terminate()

@@ -49,6 +49,7 @@ from tools.bench_ingest import machine, write_section
 from tools.servers import (
     AWS_TEST_CREDENTIALS,
     START_SECONDS,
+    answers,
     debian_program,
     free_port,
     s3_server,
@@ -341,15 +342,8 @@ def balancing(program: str, replicas: list[Replica], log: Path) -> Iterator[tupl
             [program, "-db", "-f", str(BALANCER_CONFIG)], env=environment, stdout=lines
         )
     url = f"http://127.0.0.1:{port}"
-
-    def routes() -> bool:
-        try:
-            return httpx.get(f"{url}/readyz", timeout=1).status_code == 200
-        except httpx.TransportError:
-            return False
-
     try:
-        wait_for(routes, "haproxy", process)
+        wait_for(lambda: answers(f"{url}/readyz"), "haproxy", process)
         yield url, f"http://127.0.0.1:{stats}/stats;csv"
     finally:
         stop(process)

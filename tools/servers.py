@@ -10,6 +10,8 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
+import httpx
+
 START_SECONDS = 30
 # What boto3 needs to talk to moto's server, which checks no keys.
 AWS_TEST_CREDENTIALS = {
@@ -69,6 +71,14 @@ def wait_for(
         if time.monotonic() > deadline:
             raise RuntimeError(f"{what} was not ready within {seconds:g} s")
         time.sleep(0.05)
+
+
+def answers(url: str) -> bool:
+    """Whether `url` answers 200 (a readiness probe)."""
+    try:
+        return httpx.get(url, timeout=1).status_code == 200
+    except httpx.TransportError:
+        return False
 
 
 def connects(port: int) -> bool:
