@@ -2,11 +2,14 @@
 
 A line holds what the logging module's JSON formatter wrote for it before: `time`, `level`,
 `logger`, `message`, then the request's fields (method, route, raw path, status, duration,
-request id, the key's fingerprint). It is rendered here, one `orjson.dumps` of a dict: through
-the logging module (a `LogRecord`, the handler's lock, the formatter, then a write and a flush
-per line) it cost about half of a cached answer's throughput.
+request id, the key's fingerprint). Through the logging module (a `LogRecord`, the handler's
+lock, the formatter, then a write and a flush per line) it cost about half of a cached
+answer's throughput. Here a request only keeps its fields, as a tuple on a queue (0.6 µs in
+process); the lines are rendered when they are written, a batch at a time, by one f-string
+with only the raw path escaped (the other fields are tokens, hex, numbers or our own route
+templates), which makes the bytes `orjson.dumps` made of the same dict in 2.4 µs, not 5.6.
 
-Lines are kept in memory and written when `BUFFER_BYTES` are held, every `FLUSH_SECONDS` (a
+Lines are kept in memory and written when `BUFFER_LINES` are held, every `FLUSH_SECONDS` (a
 thread), and when the server stops. So a clean stop (SIGTERM, SIGINT, the end of the app's
 lifespan) loses nothing, and a crash (SIGKILL, a power cut) loses at most the lines of the
 last `FLUSH_SECONDS`. On a pipe, a write is cut at whole lines into at most `PIPE_BUF` bytes,
@@ -22,15 +25,20 @@ import select
 import stat
 import threading
 import time
+from collections import deque
 from pathlib import Path
 from typing import Final
 
 import orjson
 
-BUFFER_BYTES: Final = 64 * 1024
+BUFFER_LINES: Final = 256  # about 70 KB of lines
 FLUSH_SECONDS: Final = 1.0
 LOGGER: Final = "service.access"
 STDERR: Final = 2  # the descriptor, not `sys.stderr`: the process's own, whoever wraps it
+
+# What a request keeps: the wall-clock time (ns), method, route template, raw path (latin-1),
+# status, duration (ms), request id and the key's fingerprint (None without a valid key).
+Fields = tuple[int, str, str, str, int, float, str, str | None]
 
 
 class AccessLog:
@@ -39,9 +47,10 @@ class AccessLog:
         self._terminal = os.isatty(fd)
         mode = os.fstat(fd).st_mode
         self._chunk = select.PIPE_BUF if stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) else None
-        self._lines: list[bytes] = []
-        self._held = 0
-        self._lock = threading.Lock()
+        # A deque: its `append` and `popleft` are atomic, so a request appends without the lock
+        # while a flush, in another thread, takes what is there.
+        self._held: deque[Fields] = deque()
+        self._lock = threading.Lock()  # one flush at a time, so the batches keep their order
         self._second, self._seconds = -1, ""  # a second, and its time to the second
         self._millisecond, self._stamp = -1, ""  # a millisecond, and its time to it
         self._stopped = threading.Event()
@@ -84,41 +93,33 @@ class AccessLog:
         request_id: str,
         key: str | None,
     ) -> None:
-        """Keep one request's line. The fields come as arguments, not a dict, and the line is
-        one dict: in a cached answer, a dict of the fields merged into the line's cost 2.8 µs
-        more a line (a fifth of the access line's cost in process)."""
-        message = (
-            f"{method} {path} {status} {duration_ms:.2f}ms request_id={request_id} key={key or '-'}"
-        )
+        """Keep one request's line (the raw path as the request line carried it: a decoded
+        `%0A` could forge lines), to be rendered when it is written."""
+        fields = (time.time_ns(), method, route, path, status, duration_ms, request_id, key)
         if self._terminal:
-            os.write(self._fd, f"INFO:     {message}\n".encode())
+            os.write(self._fd, f"INFO:     {_message(fields, path)}\n".encode())
             return
-        line = {
-            "time": self._time(),
-            "level": "INFO",
-            "logger": LOGGER,
-            "message": message,
-            "method": method,
-            "route": route,
-            "path": path,
-            "status": status,
-            "duration_ms": duration_ms,
-            "request_id": request_id,
-            "key": key,
-        }
-        data = orjson.dumps(line, option=orjson.OPT_APPEND_NEWLINE)
-        with self._lock:
-            self._lines.append(data)
-            self._held += len(data)
-            if self._held < BUFFER_BYTES:
-                return
-            lines, self._lines, self._held = self._lines, [], 0
-            self._write(lines)
+        self._held.append(fields)
+        if len(self._held) >= BUFFER_LINES:
+            self.flush()
 
     def flush(self) -> None:
         with self._lock:
-            lines, self._lines, self._held = self._lines, [], 0
+            held = self._held
+            lines = [self._line(held.popleft()) for _ in range(len(held))]
             self._write(lines)
+
+    def _line(self, fields: Fields) -> bytes:
+        """The JSON line `orjson.dumps` makes of the line's dict, byte for byte."""
+        ns, method, route, path, status, duration_ms, request_id, key = fields
+        path = orjson.dumps(path).decode()  # quoted, escaped: the only field a caller shapes
+        key_json = "null" if key is None else f'"{key}"'
+        return (
+            f'{{"time":"{self._time(ns)}","level":"INFO","logger":"{LOGGER}",'
+            f'"message":"{_message(fields, path[1:-1])}","method":"{method}",'
+            f'"route":"{route}","path":{path},"status":{status},'
+            f'"duration_ms":{duration_ms!r},"request_id":"{request_id}","key":{key_json}}}\n'
+        ).encode()
 
     def _write(self, lines: list[bytes]) -> None:
         """Write whole lines (the lock held, so the batches keep their order)."""
@@ -141,10 +142,10 @@ class AccessLog:
         while not self._stopped.wait(FLUSH_SECONDS):
             self.flush()
 
-    def _time(self) -> str:
+    def _time(self, ns: int) -> str:
         """The time as the logging module's `asctime` writes it (local time, milliseconds),
         made once a millisecond: under load several lines share one."""
-        millisecond = time.time_ns() // 1_000_000
+        millisecond = ns // 1_000_000
         if millisecond != self._millisecond:
             second, rest = divmod(millisecond, 1000)
             if second != self._second:
@@ -152,6 +153,12 @@ class AccessLog:
                 self._seconds = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(second))
             self._millisecond, self._stamp = millisecond, f"{self._seconds},{rest:03d}"
         return self._stamp
+
+
+def _message(fields: Fields, path: str) -> str:
+    """The human-readable summary, with `path` as the caller gives it (escaped for JSON)."""
+    _, method, _, _, status, duration_ms, request_id, key = fields
+    return f"{method} {path} {status} {duration_ms:.2f}ms request_id={request_id} key={key or '-'}"
 
 
 def _write_all(fd: int, data: bytes) -> None:
