@@ -74,9 +74,7 @@ def test_a_line_is_the_bytes_orjson_makes_of_its_dict(
     written = os.read(read_end, 65_536)
     os.close(read_end)
     line = json.loads(written)
-    message = (
-        f"GET {path} {status} {duration_ms:.2f}ms request_id={5:032x} key={key or '-'}"
-    )
+    message = f"GET {path} {status} {duration_ms:.2f}ms request_id={5:032x} key={key or '-'}"
     expected = {"time": line["time"], "level": "INFO", "logger": "service.access"}
     expected |= {"message": message} | request
     assert written == orjson.dumps(expected, option=orjson.OPT_APPEND_NEWLINE)
