@@ -10,7 +10,6 @@ works at once.
 """
 
 import importlib.util
-import json
 from pathlib import Path
 
 from starlette.requests import Request
@@ -18,23 +17,10 @@ from starlette.responses import FileResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
+from service.pages import config_block, page_response
 from service.urls import SPEC_URL
 
 STARTER = Path(__file__).with_name("docs.js")
-# Swagger UI needs `data:` images (the icons in its style sheet) and nothing from another origin.
-POLICY = "; ".join(
-    [
-        "default-src 'none'",
-        "script-src 'self'",
-        "style-src 'self'",
-        "img-src 'self' data:",
-        "font-src 'self'",
-        "connect-src 'self'",
-        "base-uri 'none'",
-        "form-action 'none'",
-        "frame-ancestors 'none'",
-    ]
-)
 PAGE = """<!doctype html>
 <html lang="en">
 <head>
@@ -45,7 +31,7 @@ PAGE = """<!doctype html>
 </head>
 <body>
 <div id="swagger-ui"></div>
-<script type="application/json" id="docs-config">{config}</script>
+{config}
 <script src="/docs/static/swagger-ui-bundle.js"></script>
 <script src="/docs/docs.js"></script>
 </body>
@@ -64,23 +50,13 @@ def swagger_ui_files() -> Path:
 
 
 def page(key: str | None) -> str:
-    """The page, with the spec URL and the key as JSON in a data block. `<`, `>` and `&` are
-    escaped so nothing in the key can close the block or start markup."""
-    config = json.dumps({"specUrl": SPEC_URL, "key": key})
-    for character in "<>&":
-        config = config.replace(character, f"\\u{ord(character):04x}")
-    return PAGE.format(config=config)
+    """The page, with the spec URL and the key for its script."""
+    return PAGE.format(config=config_block("docs-config", {"specUrl": SPEC_URL, "key": key}))
 
 
 def routes() -> list[BaseRoute]:
     async def docs(request: Request) -> Response:
-        key: str | None = request.app.state.settings.docs_key
-        headers = {
-            "Content-Security-Policy": POLICY,
-            # The page may carry a key: no shared cache keeps it, and a browser refetches it.
-            "Cache-Control": "no-store",
-        }
-        return Response(page(key), media_type="text/html", headers=headers)
+        return page_response(page(request.app.state.settings.docs_key))
 
     async def starter(request: Request) -> Response:
         return FileResponse(STARTER, media_type="text/javascript")

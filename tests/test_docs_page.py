@@ -10,14 +10,15 @@ from typing import Any
 
 import httpx
 import pytest
-from playwright.sync_api import Page, Request, Route, expect, sync_playwright
+from playwright.sync_api import Request, expect
 
 from ingest.pipeline import IngestResult
 from service.app import OPENAPI_FILE
 from service.docs import page as docs_page
 from service.settings import Settings
+from tests import browser
+from tests.browser import RENDER_MS, browser_page
 from tests.conftest import KEYS, LiveServer
-from tests.servers import debian_program
 
 DOCUMENT: dict[str, Any] = json.loads(OPENAPI_FILE.read_text(encoding="utf-8"))
 OPERATIONS = sorted(
@@ -33,13 +34,7 @@ KEYED_OPERATIONS = sum(
     if isinstance(operation, dict) and "responses" in operation
 )
 DOCS_KEY = KEYS["full"]
-CHROMIUM_ARGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
-]  # fmt: skip
 CONFIG_BLOCK = re.compile(r'<script type="application/json" id="docs-config">(.*?)</script>', re.S)
-# Swagger UI takes a second or two to parse its bundle and render here; more on a busy machine.
-RENDER_MS = 20_000
 
 
 @contextmanager
@@ -136,42 +131,7 @@ def test_a_key_cannot_break_out_of_the_config_block(key: str) -> None:
 
 @pytest.fixture(scope="module")
 def chromium() -> str:
-    return debian_program("chromium", "chromium")
-
-
-@contextmanager
-def browser_page(chromium: str, origin: str) -> Iterator[tuple[Page, list[str], list[str]]]:
-    """A page in a fresh headless Chromium that can reach only `origin`: yields it, every URL
-    it requested, and every URL it tried elsewhere (refused)."""
-    requested: list[str] = []
-    refused: list[str] = []
-
-    def only_the_server(route: Route) -> None:
-        url = route.request.url
-        requested.append(url)
-        if url.startswith(origin + "/"):
-            route.continue_()
-        else:
-            refused.append(url)
-            route.abort()
-
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS)
-        try:
-            context = browser.new_context()
-            context.route("**/*", only_the_server)
-            page = context.new_page()
-            page.set_default_timeout(RENDER_MS)
-            # Reports what the page's policy blocked: a bundle needing `eval` or inline style
-            # would work in a lax page and silently break under this one.
-            page.add_init_script(
-                "window.violations = [];"
-                "document.addEventListener('securitypolicyviolation', (event) =>"
-                " window.violations.push(event.violatedDirective + ' ' + event.blockedURI));"
-            )
-            yield page, requested, refused
-        finally:
-            browser.close()
+    return browser.chromium()
 
 
 @pytest.mark.slow
