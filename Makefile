@@ -17,7 +17,7 @@ export FEES_ACCOUNTS_FILE ?= data/demo-accounts.json
 
 .DEFAULT_GOAL := help
 .PHONY: help setup run serve test lint fuzz soak cluster-soak ingest sql synth embedded coverage bench bench-ingest \
-	bench-workers clean
+	bench-workers screenshots clean
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
@@ -75,6 +75,10 @@ bench: setup ## HTTP benchmarks (wrk) at 100k, 1M and 10M records
 
 bench-workers: setup ## Discovery throughput (wrk) with 1 and 2 server processes, 3 runs each
 	$(PY) -m tools.bench_workers
+
+screenshots: setup ## Write docs/explore-*.png: the fee explorer's three views, over the embedded data
+	$(FEES) ingest --raw $(RAW) --data $(DATA) --registry $(REGISTRY) --if-stale
+	$(PY) -m tools.screenshots
 
 clean: ## Remove the venv, caches and generated data (not data/raw)
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache $(DATA) data/synth .bench .soak .cluster

@@ -21,6 +21,7 @@ from service import (
     compare,
     docs,
     exchanges,
+    explore,
     health,
     history,
     results,
@@ -92,6 +93,7 @@ def routes() -> list[BaseRoute]:
         # Outside the OpenAPI document: Prometheus's scrape (its own text format).
         + [Route("/metrics", metrics, methods=["GET", "HEAD"])]
         + docs.routes()  # the interactive reference at /docs, with its files
+        + explore.routes()  # the fee explorer at /explore, with its script and style
     )
 
 

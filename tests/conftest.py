@@ -24,9 +24,11 @@ from service.app import create_app, server_options
 from service.dataset.index import ResultsIndex
 from service.dataset.version import Dataset
 from service.settings import Settings
+from tools import embedded
 
 FIXTURES = Path(__file__).parent / "fixtures"
 REGISTRY = FIXTURES / "exchanges.csv"
+EMBEDDED_REGISTRY = Path(__file__).parent.parent / "data" / "exchanges.csv"
 
 
 def write_raw(
@@ -80,6 +82,15 @@ def fixture_version(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Ingest
     """The fixture CSVs ingested once, read-only for the tests that share it."""
     data = tmp_path_factory.mktemp("warehouse")
     yield run_ingest(FIXTURES / "raw", data, registry=REGISTRY)
+    shutil.rmtree(data)
+
+
+@pytest.fixture(scope="session")
+def embedded_version(tmp_path_factory: pytest.TempPathFactory) -> Iterator[IngestResult]:
+    """The committed data/raw ingested once, strictly (one reject fails it), read-only for
+    the tests that share it."""
+    data = tmp_path_factory.mktemp("embedded")
+    yield run_ingest(embedded.RAW_DIR, data, registry=EMBEDDED_REGISTRY, strict=True)
     shutil.rmtree(data)
 
 

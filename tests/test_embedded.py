@@ -10,7 +10,7 @@ import httpx
 import pytest
 
 from ingest import coverage
-from ingest.pipeline import IngestResult, run_ingest
+from ingest.pipeline import IngestResult
 from ingest.query import open_version
 from ingest.schema import VOCABULARIES
 from service.settings import Settings
@@ -18,13 +18,11 @@ from tests.conftest import LiveServer, exchange_headers
 from tools import embedded
 
 ROOT = Path(__file__).parent.parent
-REGISTRY = ROOT / "data" / "exchanges.csv"
 
 
 @pytest.fixture(scope="module")
-def version(tmp_path_factory: pytest.TempPathFactory) -> IngestResult:
-    data = tmp_path_factory.mktemp("embedded")
-    return run_ingest(embedded.RAW_DIR, data, registry=REGISTRY, strict=True)
+def version(embedded_version: IngestResult) -> IngestResult:
+    return embedded_version
 
 
 def query(version: IngestResult, sql: str) -> list[tuple[object, ...]]:
