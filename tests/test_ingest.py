@@ -4,10 +4,6 @@ import csv
 import hashlib
 import json
 import os
-import signal
-import subprocess
-import sys
-import time
 import uuid
 from datetime import date
 from decimal import Decimal
@@ -675,31 +671,3 @@ def test_every_space_separator_is_trimmed_and_nothing_else(tmp_path: Path) -> No
         assert [record[name] for name in shown] == [trimmed[name] or None for name in shown]
         assert (record["exchange"], record["fee_type"]) == ("nyse", "equity")
         assert record["record_id"] == expected_id(trimmed), row["fee_name"]
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("delay", [0.2, 0.8, 1.6, 3.0])
-def test_killing_a_real_ingest_midway_leaves_current_intact(tmp_path: Path, delay: float) -> None:
-    """SIGKILL (no clean-up can run) at several points of a real `python -m ingest`."""
-    data = tmp_path / "data"
-    write_raw(tmp_path / "small" / "one.csv", [fee_row()])
-    before = ingest(tmp_path / "small", data)
-    synth.generate(rows=150_000, out=tmp_path / "big", registry=REPO / "data" / "exchanges.csv")
-    process = subprocess.Popen(
-        [sys.executable, "-m", "ingest", "--raw", str(tmp_path / "big"), "--data", str(data),
-         "--registry", str(REPO / "data" / "exchanges.csv")],
-        cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
-    time.sleep(delay)
-    process.send_signal(signal.SIGKILL)
-    process.wait()
-    current = layout.current_version_dir(data)
-    assert current is not None
-    manifest = layout.read_manifest(current)
-    assert len(read_fees(current)) == manifest["records"]  # complete, whichever version it is
-    if current != before.version_dir:  # the ingest finished before the kill
-        assert manifest["records"] == 150_000
-    # The next ingest clears what the killed one left and publishes normally.
-    again = run_ingest(tmp_path / "big", data, registry=REPO / "data" / "exchanges.csv")
-    assert len(read_fees(again.version_dir)) == 150_000
-    assert not [p for p in (data / "versions").iterdir() if p.name.startswith(".")]

@@ -33,7 +33,7 @@ REGISTRY = REPO / "data" / "exchanges.csv"  # every venue, so a version has many
 # Enough rows for a run of most of a second (0.7 s on 2 cores), so kills land in every phase.
 ROWS = 20_000
 ROWS_PER_FILE = 7_000
-SPREAD_KILLS = 14  # at random moments over the whole run
+SPREAD_KILLS = 10  # at random moments over the whole run
 TAIL_KILLS = 3  # at random moments while publishing, and as many after the switch
 UNPUBLISHED = frozenset({"starting", "building", "publishing"})  # phases before the switch
 KEEP = 3
