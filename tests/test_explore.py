@@ -18,12 +18,20 @@ import httpx
 import pytest
 from playwright.sync_api import Page, expect
 
-from ingest.pipeline import IngestResult
+from ingest.pipeline import IngestResult, run_ingest
 from service.explore import page as explore_page
 from service.settings import Settings
 from tests import browser
 from tests.browser import browser_page
-from tests.conftest import KEYS, LiveServer, account_key, exchange_headers
+from tests.conftest import (
+    KEYS,
+    REGISTRY,
+    LiveServer,
+    account_key,
+    exchange_headers,
+    fee_row,
+    write_raw,
+)
 
 KEY = KEYS["full"]
 VENUE = "memx"
@@ -218,16 +226,14 @@ def test_the_line_view_steps_through_the_history_and_downloads_it(
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("viewport", [(1280, 800), (390, 844)], ids=["desktop", "phone"])
 def test_the_compare_view_ranks_the_venues_as_the_api_does(
-    live: LiveServer, api: httpx.Client, chromium: str, viewport: tuple[int, int]
+    live: LiveServer, api: httpx.Client, chromium: str
 ) -> None:
     asked = {"as_of": "2023-06-01", "fee_type": "equity", "fee_action": "make"}
     answer = api.get("/compare/", params=asked).json()["data"]
     ranked = [item["exchange_name"] for item in answer if item["lowest"] is not None]
     apart = [item["exchange_name"] for item in answer if item["lowest"] is None]
-    size = {"width": viewport[0], "height": viewport[1]}
-    with browser_page(chromium, live.url, viewport=size) as (page, _, refused):
+    with browser_page(chromium, live.url) as (page, _, refused):
         page.goto(live.url + "/explore?view=compare")
         settle(page)
         # Filled in with the keyboard, as a user without a mouse would.
@@ -250,9 +256,62 @@ def test_the_compare_view_ranks_the_venues_as_the_api_does(
         settle(page)
         assert bars.evaluate_all("bs => bs.map(b => b.dataset.exchange)") == ranked
         expect(page.get_by_label("On", exact=True)).to_have_value(asked["as_of"])
-        # Nothing wider than the screen but the chart, which scales.
-        assert page.evaluate("document.documentElement.scrollWidth") <= viewport[0]
         assert page.evaluate("window.violations") == []
+    assert refused == []
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("width, height", [(1280, 800), (390, 844)], ids=["desktop", "phone"])
+def test_every_view_fits_the_screen(
+    live: LiveServer, api: httpx.Client, chromium: str, width: int, height: int
+) -> None:
+    """Nothing is wider than the screen: the charts scale, wide tables scroll in their box."""
+    line = api.get("/fee-schedule-results/", params={"exchange_name": VENUE}).json()["data"][0]
+    views = [f"view=venue&venue={VENUE}", f"view=line&line={line['line_id']}", "view=compare"]
+    size = {"width": width, "height": height}
+    with browser_page(chromium, live.url, viewport=size) as (page, _, refused):
+        for view in views:
+            page.goto(f"{live.url}/explore?{view}")
+            settle(page)
+            expect(page.locator(".chart")).to_be_visible()
+            assert page.evaluate("document.documentElement.scrollWidth") <= width, view
+    assert refused == []
+
+
+@pytest.mark.slow
+def test_an_announced_figure_is_drawn_as_not_yet_in_force(
+    tmp_path: Path, accounts_file: Path, chromium: str
+) -> None:
+    """Synthetic test data (the embedded data has no announced change today): a line whose
+    second figure starts next year."""
+    next_year = datetime.now(UTC).year + 1
+    rows = [
+        fee_row(effective_start="2024-01-02", effective_end=f"{next_year}-01-01"),
+        fee_row(fee_amount="($0.0015)", effective_start=f"{next_year}-01-02"),
+    ]
+    write_raw(tmp_path / "raw" / "nyse.csv", rows)
+    run_ingest(tmp_path / "raw", tmp_path / "data", registry=REGISTRY)
+    environ = {
+        "FEES_DATA_DIR": str(tmp_path / "data"),
+        "FEES_ACCOUNTS_FILE": str(accounts_file),
+        "FEES_DOCS_KEY": KEY,
+    }
+    with (
+        LiveServer(Settings.from_environ(environ)) as server,
+        browser_page(chromium, server.url) as (page, _, refused),
+    ):
+        listed = httpx.get(
+            f"{server.url}/api/v1/fee-schedule-results/", headers=exchange_headers(), timeout=10
+        ).json()["data"]
+        assert len({record["line_id"] for record in listed}) == 1
+        page.goto(f"{server.url}/explore?view=line&line={listed[0]['line_id']}")
+        settle(page)
+        expect(page.locator(".history .step")).to_have_count(2)
+        expect(page.locator(".history .marker")).to_have_count(2)
+        future = page.locator(".history .step.future")
+        expect(future).to_have_count(1)
+        assert "announced" in (future.get_attribute("aria-label") or "")
+        expect(page.locator("table.records tr.future")).to_have_count(1)
     assert refused == []
 
 
