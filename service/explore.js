@@ -277,8 +277,23 @@
         el("p", { class: "empty" }, "Type a venue's code, name or alias, then Show."),
       ];
     }
-    // Details resolve an alias to the venue's code (404 for a name nobody uses).
-    const venue = (await get("/exchanges/" + encodeURIComponent(asked))).data;
+    // Details resolve an alias to the venue's code (404 for a name nobody uses, or a venue
+    // with no records): then the picker stays, to try another.
+    let venue;
+    try {
+      venue = (await get("/exchanges/" + encodeURIComponent(asked))).data;
+    } catch (error) {
+      if (!(error instanceof Failure) || error.status !== 404) throw error;
+      return [
+        el("h2", {}, "Pick a venue"),
+        picker,
+        el(
+          "p",
+          { class: "notice error", id: "no-venue" },
+          `No venue with records is called “${asked}”.`,
+        ),
+      ];
+    }
     if (venue.name !== asked) {
       params.set("venue", venue.name);
       go(Object.fromEntries(params), true);
@@ -981,6 +996,7 @@
             ". Open a bar for that line's history.",
           ),
         ),
+        bestLines(ranked),
       );
     }
     if (apart.length) {
@@ -1003,6 +1019,50 @@
       );
     }
     return parts;
+  }
+
+  // The ranking as a table: each venue's best and worst line in words, with its source.
+  function bestLines(ranked) {
+    const head = ["#", "Venue", "Best for the member", "Worst", "Lines compared", "Source"];
+    return el(
+      "div",
+      { class: "scroll" },
+      el(
+        "table",
+        { class: "ranked" },
+        el(
+          "thead",
+          {},
+          el(
+            "tr",
+            {},
+            head.map((title) => el("th", { scope: "col" }, title)),
+          ),
+        ),
+        el(
+          "tbody",
+          {},
+          ranked.map((item, index) =>
+            el(
+              "tr",
+              { "data-exchange": item.exchange_name },
+              el("td", {}, index + 1),
+              el("td", {}, item.display_name),
+              el(
+                "td",
+                {},
+                lineLink(item.lowest.line_id, item.lowest.label),
+                el("br"),
+                money(item.lowest.amount, item.lowest.unit),
+              ),
+              el("td", {}, money(item.highest.amount, item.highest.unit)),
+              el("td", {}, item.lines),
+              el("td", {}, sourceLink(item.lowest)),
+            ),
+          ),
+        ),
+      ),
+    );
   }
 
   // ------------------------------------------------------------------ start

@@ -143,8 +143,13 @@ def test_the_venue_view_draws_every_month_and_lists_the_current_lines(
     last = max(changes[-1]["effective_date"], TODAY)
     ends = month_ends(changes[0]["effective_date"], last)
     with browser_page(chromium, live.url) as (page, _, refused):
+        # A name nobody uses keeps the picker, to try another.
+        page.goto(live.url + "/explore?view=venue&venue=nowhere")
+        settle(page)
+        expect(page.locator("#no-venue")).to_contain_text("nowhere")
+        page.get_by_label("Venue", exact=True).fill("Members Exchange")
+        page.get_by_role("button", name="Show").click()
         # By an alias: the view shows the venue under its code, and says so in the URL.
-        page.goto(live.url + "/explore?view=venue&venue=Members+Exchange")
         settle(page)
         assert "venue=memx" in page.url
         months = page.locator(".coverage .month")
@@ -246,6 +251,10 @@ def test_the_compare_view_ranks_the_venues_as_the_api_does(
         assert bars.evaluate_all("bs => bs.map(b => b.dataset.exchange)") == ranked
         amounts = bars.evaluate_all("bs => bs.map(b => Number(b.dataset.amount))")
         assert amounts == sorted(amounts)  # best for the member first
+        table = page.locator("table.ranked tbody tr")  # the same ranking in words
+        assert table.evaluate_all("rs => rs.map(r => r.dataset.exchange)") == ranked
+        best = answer[0]["lowest"]
+        expect(table.first).to_contain_text(best["label"])
         assert page.locator("#apart li").evaluate_all("ls => ls.map(l => l.dataset.exchange)") == (
             apart
         )
