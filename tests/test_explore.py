@@ -215,9 +215,15 @@ def test_the_line_view_steps_through_the_history_and_downloads_it(
         expect(page.locator(".history .marker")).to_have_count(new_figures)
         future = [record for record in drawn if record["effective_start"] > TODAY]
         expect(page.locator(".history .step.future")).to_have_count(len(future))
-        # Each step names its source and dates (the hover text, also its accessible name).
+        # Each step names its source and dates (the hover text, also its accessible name),
+        # and the keyboard reaches it.
         first = steps.first.get_attribute("aria-label") or ""
         assert drawn[0]["effective_start"] in first and drawn[0]["source_document"] in first
+        for _ in range(30):
+            page.keyboard.press("Tab")
+            if page.evaluate("document.activeElement.classList.contains('step')"):
+                break
+        assert page.evaluate("document.activeElement.getAttribute('aria-label')") == first
         with page.expect_download() as download:
             page.get_by_role("button", name="Download the history (CSV)").click()
         rows = list(csv.DictReader(io.StringIO(Path(download.value.path()).read_text())))
