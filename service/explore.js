@@ -479,14 +479,16 @@
     }
   }
 
-  function compareValues(column) {
+  // Rows by `column`, ascending (direction 1) or descending (-1); missing values last either way.
+  function compareValues(column, direction) {
     return function (a, b) {
       const x = a[column.key],
         y = b[column.key];
       if (x === y) return 0;
       if (x === null || x === undefined) return 1;
       if (y === null || y === undefined) return -1;
-      return column.numeric ? Number(x) - Number(y) : String(x).localeCompare(String(y));
+      const order = column.numeric ? Number(x) - Number(y) : String(x).localeCompare(String(y));
+      return direction * order;
     };
   }
 
@@ -526,8 +528,9 @@
       const terms = state.q.toLowerCase().split(/\s+/).filter(Boolean);
       const sorter = compareValues(
         LINE_COLUMNS.find((c) => c.key === state.sort) || LINE_COLUMNS[0],
+        state.dir === "asc" ? 1 : -1,
       );
-      const shown = lines
+      const visible = lines
         .filter((line) => !state.category || line.fee_category === state.category)
         .filter(function (line) {
           const text = [
@@ -542,7 +545,7 @@
             .toLowerCase();
           return terms.every((term) => text.includes(term));
         })
-        .sort((a, b) => (state.dir === "asc" ? 1 : -1) * sorter(a, b));
+        .sort(sorter);
       head.replaceChildren(
         ...LINE_COLUMNS.map(function (column) {
           const sorted = state.sort === column.key;
@@ -569,7 +572,7 @@
         }),
       );
       body.replaceChildren(
-        ...shown.map((line) =>
+        ...visible.map((line) =>
           el(
             "tr",
             { "data-line-id": line.line_id },
@@ -577,7 +580,7 @@
           ),
         ),
       );
-      count.textContent = `${shown.length} of ${lines.length} lines`;
+      count.textContent = `${visible.length} of ${lines.length} lines`;
     }
 
     search.addEventListener("input", function () {
@@ -780,41 +783,37 @@
   ];
 
   function recordsTable(records) {
-    const head = ["Period", "Amount", "As printed", "Provenance", "Source"];
+    return table(
+      "records",
+      ["Period", "Amount", "As printed", "Provenance", "Source"],
+      records.map((record) =>
+        el(
+          "tr",
+          {
+            "data-record-id": record.record_id,
+            class: record.effective_start > TODAY ? "future" : null,
+          },
+          el("td", { class: "nowrap" }, period(record)),
+          el("td", {}, money(record.amount, record.unit)),
+          el("td", {}, record.fee_amount),
+          el("td", {}, provenance(record)),
+          el("td", {}, sourceLink(record)),
+        ),
+      ),
+    );
+  }
+
+  // A table of `rows` under `titles`, in a box that scrolls sideways on a narrow screen.
+  function table(name, titles, rows) {
+    const head = el(
+      "tr",
+      {},
+      titles.map((title) => el("th", { scope: "col" }, title)),
+    );
     return el(
       "div",
       { class: "scroll" },
-      el(
-        "table",
-        { class: "records" },
-        el(
-          "thead",
-          {},
-          el(
-            "tr",
-            {},
-            head.map((title) => el("th", { scope: "col" }, title)),
-          ),
-        ),
-        el(
-          "tbody",
-          {},
-          records.map((record) =>
-            el(
-              "tr",
-              {
-                "data-record-id": record.record_id,
-                class: record.effective_start > TODAY ? "future" : null,
-              },
-              el("td", { class: "nowrap" }, period(record)),
-              el("td", {}, money(record.amount, record.unit)),
-              el("td", {}, record.fee_amount),
-              el("td", {}, provenance(record)),
-              el("td", {}, sourceLink(record)),
-            ),
-          ),
-        ),
-      ),
+      el("table", { class: name }, el("thead", {}, head), el("tbody", {}, rows)),
     );
   }
 
@@ -1023,43 +1022,25 @@
 
   // The ranking as a table: each venue's best and worst line in words, with its source.
   function bestLines(ranked) {
-    const head = ["#", "Venue", "Best for the member", "Worst", "Lines compared", "Source"];
-    return el(
-      "div",
-      { class: "scroll" },
-      el(
-        "table",
-        { class: "ranked" },
+    return table(
+      "ranked",
+      ["#", "Venue", "Best for the member", "Worst", "Lines compared", "Source"],
+      ranked.map((item, index) =>
         el(
-          "thead",
-          {},
+          "tr",
+          { "data-exchange": item.exchange_name },
+          el("td", {}, index + 1),
+          el("td", {}, item.display_name),
           el(
-            "tr",
+            "td",
             {},
-            head.map((title) => el("th", { scope: "col" }, title)),
+            lineLink(item.lowest.line_id, item.lowest.label),
+            el("br"),
+            money(item.lowest.amount, item.lowest.unit),
           ),
-        ),
-        el(
-          "tbody",
-          {},
-          ranked.map((item, index) =>
-            el(
-              "tr",
-              { "data-exchange": item.exchange_name },
-              el("td", {}, index + 1),
-              el("td", {}, item.display_name),
-              el(
-                "td",
-                {},
-                lineLink(item.lowest.line_id, item.lowest.label),
-                el("br"),
-                money(item.lowest.amount, item.lowest.unit),
-              ),
-              el("td", {}, money(item.highest.amount, item.highest.unit)),
-              el("td", {}, item.lines),
-              el("td", {}, sourceLink(item.lowest)),
-            ),
-          ),
+          el("td", {}, money(item.highest.amount, item.highest.unit)),
+          el("td", {}, item.lines),
+          el("td", {}, sourceLink(item.lowest)),
         ),
       ),
     );
