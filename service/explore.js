@@ -383,7 +383,7 @@
   function coverageChart(changes) {
     const { months, categories } = coverage(changes);
     if (!months.length) return el("p", { class: "empty" }, "This venue has no fee lines.");
-    const width = 960,
+    const width = chartWidth(),
       height = 220,
       left = 40,
       bottom = 24,
@@ -447,6 +447,12 @@
       ),
     );
     return el("figure", {}, chart, el("figcaption", {}, legend));
+  }
+
+  // Charts are drawn at the width they are shown at (at most 960 px), so their text keeps
+  // its size on a phone.
+  function chartWidth() {
+    return Math.round(Math.min(960, Math.max(320, view.clientWidth - 24)));
   }
 
   function total(counts) {
@@ -650,7 +656,7 @@
         : null;
     if (!drawn.length)
       return el("p", { class: "empty" }, "No record of this line has a figure to draw.");
-    const width = 960,
+    const width = chartWidth(),
       height = 260,
       left = 90,
       right = 16,
@@ -925,11 +931,14 @@
         ),
       );
     } else {
-      const row = 30,
-        left = 250,
-        right = 150,
-        width = 960,
+      // On a narrow screen, venues go by their codes, so the bars keep room.
+      const width = chartWidth(),
+        narrow = width < 600,
+        row = 30,
+        left = narrow ? 130 : 250,
+        right = narrow ? 100 : 150,
         top = 8;
+      const name = (item) => (narrow ? item.exchange_name : item.display_name);
       const amounts = ranked.map((item) => Number(item.lowest.amount));
       const low = Math.min(0, ...amounts),
         high = Math.max(0, ...amounts);
@@ -972,12 +981,14 @@
           draw(
             "text",
             { class: "name", x: left - 8, y: yTop + row / 2 + 4, "text-anchor": "end" },
-            `${index + 1}. ${item.display_name}`,
+            `${index + 1}. ${name(item)}`,
           ),
           draw(
             "text",
             { class: "value", x: width - right + 8, y: yTop + row / 2 + 4 },
-            money(best.amount, best.unit).split(" ").slice(0, 2).join(" "),
+            narrow
+              ? signed(best.amount, best.unit)
+              : money(best.amount, best.unit).split(" ").slice(0, 2).join(" "),
           ),
         );
         chart.append(bar);

@@ -280,7 +280,8 @@ def test_the_compare_view_ranks_the_venues_as_the_api_does(
 def test_every_view_fits_the_screen(
     live: LiveServer, api: httpx.Client, chromium: str, width: int, height: int
 ) -> None:
-    """Nothing is wider than the screen: the charts scale, wide tables scroll in their box."""
+    """Nothing is wider than the screen: the charts are drawn at its width, wide tables scroll
+    in their box."""
     line = api.get("/fee-schedule-results/", params={"exchange_name": VENUE}).json()["data"][0]
     views = [f"view=venue&venue={VENUE}", f"view=line&line={line['line_id']}", "view=compare"]
     size = {"width": width, "height": height}
@@ -290,6 +291,9 @@ def test_every_view_fits_the_screen(
             settle(page)
             expect(page.locator(".chart")).to_be_visible()
             assert page.evaluate("document.documentElement.scrollWidth") <= width, view
+            # Drawn at the width shown (not shrunk from a wider drawing), so its text is legible.
+            drawn = page.evaluate("document.querySelector('.chart').viewBox.baseVal.width")
+            assert drawn <= width, view
     assert refused == []
 
 
