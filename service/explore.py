@@ -26,6 +26,7 @@ PAGE = """<!doctype html>
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>Fee explorer</title>
 <link rel="stylesheet" href="/explore/explore.css">
+<link rel="icon" href="data:,">
 </head>
 <body>
 <header>

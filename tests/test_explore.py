@@ -143,6 +143,10 @@ def test_the_venue_view_draws_every_month_and_lists_the_current_lines(
     last = max(changes[-1]["effective_date"], TODAY)
     ends = month_ends(changes[0]["effective_date"], last)
     with browser_page(chromium, live.url) as (page, _, refused):
+        errors: list[str] = []  # the script's
+        page.on("pageerror", lambda error: errors.append(str(error)))
+        failed: list[str] = []  # every request answered 400 or more
+        page.on("response", lambda answer: failed.append(answer.url) if answer.status >= 400 else 0)
         # A name nobody uses keeps the picker, to try another.
         page.goto(live.url + "/explore?view=venue&venue=nowhere")
         settle(page)
@@ -185,6 +189,8 @@ def test_the_venue_view_draws_every_month_and_lists_the_current_lines(
         expect(rows).to_have_count(len(wanted))
         assert rows.evaluate_all("rs => rs.map(r => r.dataset.lineId)") == order
         assert page.evaluate("window.violations") == []
+        assert errors == []
+        assert failed == [f"{live.url}/api/v1/exchanges/nowhere"]  # the one asked for
     assert refused == []
 
 
