@@ -146,8 +146,10 @@
     return record.effective_start + " to " + (record.effective_end || "no known end");
   }
 
+  // A record's source, linked when it has a web address (only http and https: a stored
+  // `javascript:` or `data:` link must not become something to click).
   function sourceLink(record) {
-    if (!record.source_link) return record.source_document || "";
+    if (!/^https?:\/\//i.test(record.source_link || "")) return record.source_document || "";
     return el(
       "a",
       { href: record.source_link, rel: "noopener noreferrer", target: "_blank" },

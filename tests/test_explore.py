@@ -304,15 +304,17 @@ def test_every_view_fits_the_screen(
 
 
 @pytest.mark.slow
-def test_an_announced_figure_is_drawn_as_not_yet_in_force(
+def test_an_announced_figure_is_dashed_and_a_script_source_never_a_link(
     tmp_path: Path, accounts_file: Path, chromium: str
 ) -> None:
     """Synthetic test data (the embedded data has no announced change today): a line whose
-    second figure starts next year."""
+    second figure starts next year, from a source whose stored address is a script (the
+    ingest keeps any text there): shown, never linked."""
     next_year = datetime.now(UTC).year + 1
+    script = "javascript:alert(document.domain)"
     rows = [
         fee_row(effective_start="2024-01-02", effective_end=f"{next_year}-01-01"),
-        fee_row(fee_amount="($0.0015)", effective_start=f"{next_year}-01-02"),
+        fee_row(fee_amount="($0.0015)", effective_start=f"{next_year}-01-02", source_url=script),
     ]
     write_raw(tmp_path / "raw" / "nyse.csv", rows)
     run_ingest(tmp_path / "raw", tmp_path / "data", registry=REGISTRY)
@@ -336,7 +338,11 @@ def test_an_announced_figure_is_drawn_as_not_yet_in_force(
         future = page.locator(".history .step.future")
         expect(future).to_have_count(1)
         assert "announced" in (future.get_attribute("aria-label") or "")
-        expect(page.locator("table.records tr.future")).to_have_count(1)
+        announced = page.locator("table.records tr.future")
+        expect(announced).to_have_count(1)
+        expect(announced).to_contain_text("NYSE Price List")
+        expect(announced.locator("a")).to_have_count(0)
+        expect(page.locator("table.records a[href^='https://example.test/']")).to_have_count(1)
     assert refused == []
 
 
