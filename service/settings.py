@@ -43,7 +43,7 @@ class Settings:
     redis_url: str | None = None  # rate-limit buckets shared by processes; None: per process
     max_age_seconds: int = 60  # Cache-Control: private, max-age of discovery and results answers
     cors_origins: tuple[str, ...] = ()  # origins a browser may call from; none: CORS off
-    docs_key: str | None = None  # the key the interactive docs page prefills; None: none
+    docs_key: str | None = None  # the key /docs and /explore start with; None: none
     s3_endpoint_url: str | None = None  # S3's own endpoint unless set (MinIO, moto, ...)
     # Where a service reading from S3 keeps its copies of versions.
     cache_dir: Path = Path(tempfile.gettempdir()) / "fees-cache"
