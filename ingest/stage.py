@@ -194,6 +194,8 @@ DATE_PATTERN: Final = r"[1-9][0-9]{3}-[0-9]{2}-[0-9]{2}"
 # One CASE per column: the reason it is wrong, or NULL. The rules are documented, with their
 # reason texts, in docs/raw-format.md.
 MISSING: Final = "'required value is missing'"
+WEB_ADDRESS: Final = r"'(?i)https?://[^\s/]+\S*'"  # http or https, a host, no spaces
+NOT_WEB: Final = "'not a web address: http:// or https://, a host, and no spaces'"
 BAD_DATE: Final = "'not a real date in the form YYYY-MM-DD'"
 
 
@@ -252,6 +254,10 @@ def _value_rules(column: str) -> list[str]:
         rules.append("WHEN NOT list_contains($exchange, exchange) THEN 'unknown venue code'")
     if column in NOT_ILLUSTRATIVE:
         rules.append(f"WHEN source_kind = 'illustrative' THEN {NOT_ILLUSTRATIVE[column]}")
+    if column == "source_url":
+        # A public source is one a reader can open: a web address, whole. (A page links it,
+        # and a `javascript:` or `data:` address there would be something else to click.)
+        rules.append(f"WHEN NOT regexp_full_match(source_url, {WEB_ADDRESS}) THEN {NOT_WEB}")
     if column in CLOSED_VALUES:
         allowed = ", ".join(CLOSED_VALUES[column])
         rules.append(f"WHEN NOT list_contains(${column}, {column}) THEN 'not one of: {allowed}'")

@@ -146,8 +146,8 @@
     return record.effective_start + " to " + (record.effective_end || "no known end");
   }
 
-  // A record's source, linked when it has a web address (only http and https: a stored
-  // `javascript:` or `data:` link must not become something to click).
+  // A record's source, linked when it has a web address (only http and https: the ingest
+  // requires one, but a version published before it did may hold a `javascript:` link).
   function sourceLink(record) {
     if (!/^https?:\/\//i.test(record.source_link || "")) return record.source_document || "";
     return el(

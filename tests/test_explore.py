@@ -16,7 +16,7 @@ from typing import Any
 
 import httpx
 import pytest
-from playwright.sync_api import Page, expect
+from playwright.sync_api import Page, Route, expect
 
 from ingest.pipeline import IngestResult, run_ingest
 from service.explore import page as explore_page
@@ -308,13 +308,13 @@ def test_an_announced_figure_is_dashed_and_a_script_source_never_a_link(
     tmp_path: Path, accounts_file: Path, chromium: str
 ) -> None:
     """Synthetic test data (the embedded data has no announced change today): a line whose
-    second figure starts next year, from a source whose stored address is a script (the
-    ingest keeps any text there): shown, never linked."""
+    second figure starts next year. Its answer is then given a script as the announced
+    record's source address, as a version published before the ingest required a web address
+    could hold: the page shows the source, never links it."""
     next_year = datetime.now(UTC).year + 1
-    script = "javascript:alert(document.domain)"
     rows = [
         fee_row(effective_start="2024-01-02", effective_end=f"{next_year}-01-01"),
-        fee_row(fee_amount="($0.0015)", effective_start=f"{next_year}-01-02", source_url=script),
+        fee_row(fee_amount="($0.0015)", effective_start=f"{next_year}-01-02"),
     ]
     write_raw(tmp_path / "raw" / "nyse.csv", rows)
     run_ingest(tmp_path / "raw", tmp_path / "data", registry=REGISTRY)
@@ -331,6 +331,14 @@ def test_an_announced_figure_is_dashed_and_a_script_source_never_a_link(
             f"{server.url}/api/v1/fee-schedule-results/", headers=exchange_headers(), timeout=10
         ).json()["data"]
         assert len({record["line_id"] for record in listed}) == 1
+
+        def with_a_script_source(route: Route) -> None:
+            answer = route.fetch()
+            body = answer.json()
+            body["data"]["records"][-1]["source_link"] = "javascript:alert(document.domain)"
+            route.fulfill(response=answer, json=body)
+
+        page.route("**/api/v1/fee-lines/*", with_a_script_source)
         page.goto(f"{server.url}/explore?view=line&line={listed[0]['line_id']}")
         settle(page)
         expect(page.locator(".history .step")).to_have_count(2)

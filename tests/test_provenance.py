@@ -12,6 +12,7 @@ from tests.conftest import REGISTRY, fee_row, read_fees, write_raw
 NO_SOURCE = (
     "an illustrative row names no source: leave source_document, source_url and page_number empty"
 )
+NOT_WEB = "not a web address: http:// or https://, a host, and no spaces"
 ILLUSTRATIVE = {
     "source_kind": "illustrative",
     "source_document": "",
@@ -123,3 +124,20 @@ def test_flags_are_stored_as_given_and_an_illustrative_row_names_nothing(tmp_pat
         ("Derived", "primary", "derived", False, "NYSE Price List"),
         ("Made up", "illustrative", None, False, None),
     ]
+
+
+@pytest.mark.parametrize(
+    "address",
+    [
+        "javascript:alert(document.domain)",
+        "data:text/html,<b>x</b>",
+        "ftp://example.test/list.pdf",
+        "https://",
+        "https://example.test/a list.pdf",
+        "example.test/list.pdf",
+    ],
+    ids=["script", "data", "ftp", "no-host", "space", "no-scheme"],
+)
+def test_a_source_url_that_is_not_a_web_address_is_rejected(tmp_path: Path, address: str) -> None:
+    """A public source is one a reader can open; the explorer links it."""
+    assert rejects_of([fee_row(source_url=address)], tmp_path) == [("source_url", address, NOT_WEB)]
