@@ -124,11 +124,15 @@
     return unit === "percent_of_value" ? text + "%" : "$" + text;
   }
 
-  // An amount as a member reads it: a rebate (negative) is money paid to the member.
+  // An amount as a member reads it, "rebate $0.0029": a rebate (negative) is paid to them.
+  function priced(amount, unit) {
+    return (String(amount).startsWith("-") ? "rebate " : "fee ") + figure(amount, unit);
+  }
+
+  // The same with its unit: "rebate $0.0029 per share".
   function money(amount, unit) {
     if (amount === null || amount === undefined) return "no figure";
-    const kind = String(amount).startsWith("-") ? "rebate " : "fee ";
-    return kind + figure(amount, unit) + " " + (UNITS[unit] || words(unit));
+    return priced(amount, unit) + " " + (UNITS[unit] || words(unit));
   }
 
   // An axis label: the figure with its sign ("−$0.0034" for a rebate).
@@ -729,7 +733,7 @@
       const group = draw(
         "g",
         {
-          class: "step" + (future ? " future" : "") + (changed ? " changed" : ""),
+          class: "step" + (future ? " future" : ""),
           tabindex: 0,
           "data-record-id": record.record_id,
           "aria-label": text,
@@ -988,9 +992,7 @@
           draw(
             "text",
             { class: "value", x: width - right + 8, y: yTop + row / 2 + 4 },
-            narrow
-              ? signed(best.amount, best.unit)
-              : money(best.amount, best.unit).split(" ").slice(0, 2).join(" "),
+            narrow ? signed(best.amount, best.unit) : priced(best.amount, best.unit),
           ),
         );
         chart.append(bar);

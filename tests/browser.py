@@ -3,11 +3,14 @@ under test (`tests/test_docs_page.py`, `tests/test_explore.py`)."""
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
-import pytest
 from playwright.sync_api import Page, Route, sync_playwright
 
-from tools import browser, servers
+from service.settings import Settings
+from tests.conftest import LiveServer
+from tests.servers import debian_program
+from tools.browser import CHROMIUM_ARGS
 
 # A page takes a second or two to render here; more on a busy machine.
 RENDER_MS = 20_000
@@ -15,10 +18,20 @@ RENDER_MS = 20_000
 
 def chromium() -> str:
     """Chromium's path; skips the test, saying why, only where it cannot be installed."""
-    try:
-        return browser.chromium()
-    except servers.Unavailable as missing:
-        pytest.skip(str(missing))
+    return debian_program("chromium", "chromium")
+
+
+@contextmanager
+def page_server(data_dir: Path, accounts_file: Path, key: str | None) -> Iterator[LiveServer]:
+    """The real app over `data_dir` with this page key (`FEES_DOCS_KEY`; None: none), read
+    from the environment as the service reads it."""
+    environ = {
+        "FEES_DATA_DIR": str(data_dir),
+        "FEES_ACCOUNTS_FILE": str(accounts_file),
+        **({"FEES_DOCS_KEY": key} if key is not None else {}),
+    }
+    with LiveServer(Settings.from_environ(environ)) as live:
+        yield live
 
 
 @contextmanager
@@ -41,7 +54,7 @@ def browser_page(
             route.abort()
 
     with sync_playwright() as playwright:
-        launched = playwright.chromium.launch(executable_path=chromium, args=browser.CHROMIUM_ARGS)
+        launched = playwright.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS)
         try:
             page_context = launched.new_context(**context)  # type: ignore[arg-type]
             page_context.route("**/*", only_the_server)

@@ -28,7 +28,6 @@ from tools import embedded
 
 FIXTURES = Path(__file__).parent / "fixtures"
 REGISTRY = FIXTURES / "exchanges.csv"
-EMBEDDED_REGISTRY = Path(__file__).parent.parent / "data" / "exchanges.csv"
 
 
 def write_raw(
@@ -90,7 +89,7 @@ def embedded_version(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Inges
     """The committed data/raw ingested once, strictly (one reject fails it), read-only for
     the tests that share it."""
     data = tmp_path_factory.mktemp("embedded")
-    yield run_ingest(embedded.RAW_DIR, data, registry=EMBEDDED_REGISTRY, strict=True)
+    yield run_ingest(embedded.RAW_DIR, data, registry=embedded.REGISTRY, strict=True)
     shutil.rmtree(data)
 
 

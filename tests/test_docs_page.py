@@ -4,7 +4,6 @@ and the page itself in a real headless Chromium, driven by Playwright, against a
 import json
 import re
 from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -15,9 +14,8 @@ from playwright.sync_api import Request, expect
 from ingest.pipeline import IngestResult
 from service.app import OPENAPI_FILE
 from service.docs import page as docs_page
-from service.settings import Settings
 from tests import browser
-from tests.browser import RENDER_MS, browser_page
+from tests.browser import RENDER_MS, browser_page, page_server
 from tests.conftest import KEYS, LiveServer
 
 DOCUMENT: dict[str, Any] = json.loads(OPENAPI_FILE.read_text(encoding="utf-8"))
@@ -37,26 +35,12 @@ DOCS_KEY = KEYS["full"]
 CONFIG_BLOCK = re.compile(r'<script type="application/json" id="docs-config">(.*?)</script>', re.S)
 
 
-@contextmanager
-def docs_server(
-    version: IngestResult, accounts_file: Path, key: str | None
-) -> Iterator[LiveServer]:
-    """The real app with this docs key (None: none), read from `FEES_DOCS_KEY` as the service
-    reads it."""
-    environ = {
-        "FEES_DATA_DIR": str(version.version_dir.parent.parent),
-        "FEES_ACCOUNTS_FILE": str(accounts_file),
-        **({"FEES_DOCS_KEY": key} if key is not None else {}),
-    }
-    with LiveServer(Settings.from_environ(environ)) as live:
-        yield live
-
-
 @pytest.fixture(scope="module", params=[DOCS_KEY, None], ids=["docs-key", "no-docs-key"])
 def served(
     request: pytest.FixtureRequest, fixture_version: IngestResult, accounts_file: Path
 ) -> Iterator[tuple[LiveServer, str | None]]:
-    with docs_server(fixture_version, accounts_file, request.param) as live:
+    data_dir = fixture_version.version_dir.parent.parent
+    with page_server(data_dir, accounts_file, request.param) as live:
         yield live, request.param
 
 

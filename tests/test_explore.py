@@ -20,9 +20,8 @@ from playwright.sync_api import Page, Route, expect
 
 from ingest.pipeline import IngestResult, run_ingest
 from service.explore import page as explore_page
-from service.settings import Settings
 from tests import browser
-from tests.browser import browser_page
+from tests.browser import browser_page, page_server
 from tests.conftest import (
     KEYS,
     REGISTRY,
@@ -41,12 +40,7 @@ TODAY = datetime.now(UTC).date().isoformat()  # the page's "today" (UTC), as the
 @pytest.fixture(scope="module")
 def live(embedded_version: IngestResult, accounts_file: Path) -> Iterator[LiveServer]:
     """The real app over the embedded data, with the full key as its page key."""
-    environ = {
-        "FEES_DATA_DIR": str(embedded_version.version_dir.parent.parent),
-        "FEES_ACCOUNTS_FILE": str(accounts_file),
-        "FEES_DOCS_KEY": KEY,
-    }
-    with LiveServer(Settings.from_environ(environ)) as server:
+    with page_server(embedded_version.version_dir.parent.parent, accounts_file, KEY) as server:
         yield server
 
 
@@ -318,13 +312,8 @@ def test_an_announced_figure_is_dashed_and_a_script_source_never_a_link(
     ]
     write_raw(tmp_path / "raw" / "nyse.csv", rows)
     run_ingest(tmp_path / "raw", tmp_path / "data", registry=REGISTRY)
-    environ = {
-        "FEES_DATA_DIR": str(tmp_path / "data"),
-        "FEES_ACCOUNTS_FILE": str(accounts_file),
-        "FEES_DOCS_KEY": KEY,
-    }
     with (
-        LiveServer(Settings.from_environ(environ)) as server,
+        page_server(tmp_path / "data", accounts_file, KEY) as server,
         browser_page(chromium, server.url) as (page, _, refused),
     ):
         listed = httpx.get(
@@ -385,13 +374,9 @@ def test_a_spent_rate_limit_says_when_it_retries(
         "keys": [account_key(key)],
     }}}  # fmt: skip
     (tmp_path / "accounts.json").write_text(json.dumps(accounts))
-    environ = {
-        "FEES_DATA_DIR": str(embedded_version.version_dir.parent.parent),
-        "FEES_ACCOUNTS_FILE": str(tmp_path / "accounts.json"),
-        "FEES_DOCS_KEY": key,
-    }
+    data_dir = embedded_version.version_dir.parent.parent
     with (
-        LiveServer(Settings.from_environ(environ)) as server,
+        page_server(data_dir, tmp_path / "accounts.json", key) as server,
         browser_page(chromium, server.url) as (page, _, refused),
     ):
         page.goto(f"{server.url}/explore?view=venue&venue={VENUE}")  # more calls than 2

@@ -9,15 +9,13 @@ for that, and the venues ranked for adding liquidity on 2023-06-01.
 
 import argparse
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import httpx
 from playwright.sync_api import sync_playwright
 
-from tools import browser
-from tools.servers import answers, free_port, wait_for
+from tools.browser import CHROMIUM_ARGS
+from tools.servers import debian_program, service
 
 DEMO_KEY = "demo-key"
 VENUE = "memx"
@@ -44,14 +42,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m tools.screenshots", description=__doc__)
     parser.add_argument("--out", type=Path, default=Path("docs"))
     args = parser.parse_args()
-    port = free_port()
     env = {**os.environ, "FEES_DOCS_KEY": DEMO_KEY, "FEES_LOG_LEVEL": "warning"}
     env.setdefault("FEES_ACCOUNTS_FILE", "data/demo-accounts.json")
-    command = [sys.executable, "-m", "service", "serve", "--port", str(port)]
-    server = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        wait_for(lambda: answers(f"{url}/readyz"), "the service", server)
+    with service(env) as (url, _):
         views = {
             "venue": f"view=venue&venue={VENUE}&q=adding+displayed&sort=amount",
             "line": f"view=line&line={line_id(url)}",
@@ -59,7 +52,7 @@ def main() -> None:
         }
         with sync_playwright() as playwright:
             chromium = playwright.chromium.launch(
-                executable_path=browser.chromium(), args=browser.CHROMIUM_ARGS
+                executable_path=debian_program("chromium", "chromium"), args=CHROMIUM_ARGS
             )
             page = chromium.new_page(viewport={"width": 1280, "height": 800})
             for name, query in views.items():
@@ -69,9 +62,6 @@ def main() -> None:
                 page.screenshot(path=path, full_page=True)
                 print(f"wrote {path}")
             chromium.close()
-    finally:
-        server.terminate()
-        server.wait(timeout=20)
 
 
 if __name__ == "__main__":

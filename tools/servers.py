@@ -7,8 +7,9 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
+from pathlib import Path
 
 import httpx
 
@@ -103,6 +104,28 @@ def start_redis(program: str, port: int) -> subprocess.Popen[bytes]:
 def stop(process: subprocess.Popen[bytes], seconds: float = 10) -> None:
     process.terminate()
     process.wait(timeout=seconds)
+
+
+@contextmanager
+def service(
+    environment: Mapping[str, str], *args: str, cwd: Path | None = None
+) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+    """`python -m service serve ARGS` (what `fees serve` runs) on a free loopback port, with
+    exactly `environment`; yields its URL and process once it answers (it answers once its
+    version is open), and stops it (a parent of workers waits for them first)."""
+    port = free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "service", "serve", "--port", str(port), *args],
+        cwd=cwd,
+        env=dict(environment),
+        stdout=subprocess.DEVNULL,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_for(lambda: answers(f"{url}/healthz"), "the service", process)
+        yield url, process
+    finally:
+        stop(process, seconds=20)
 
 
 @contextmanager
