@@ -44,7 +44,7 @@ lint: setup ## Lint and type-check only
 	$(PY) -m mypy
 
 fuzz: setup ## Fuzz every operation against the OpenAPI document, FUZZ_EXAMPLES cases each
-	FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(PY) -m pytest -s tests/test_fuzz.py
+	FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(PY) -m pytest -n 0 -s tests/test_fuzz.py
 
 ingest: setup ## Validate $(RAW) and publish a new version of $(DATA) (if anything changed)
 	$(FEES) ingest --raw $(RAW) --data $(DATA) --registry $(REGISTRY) $(if $(STRICT),--strict)

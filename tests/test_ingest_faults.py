@@ -1,7 +1,7 @@
 """Faults in a real ingest: SIGKILL at random moments, a full disk, an unwritable data directory.
 
 The kill test draws its moments from a seed printed with every kill and named in every failure;
-`INGEST_KILL_SEED=<seed> pytest -s tests/test_ingest_faults.py` replays the same draw (as
+`INGEST_KILL_SEED=<seed> pytest -n 0 -s tests/test_ingest_faults.py` replays the same draw (as
 fractions of the measured run, so a replay on a slower machine lands in the same phases).
 """
 

@@ -1,11 +1,13 @@
 """Real servers the tools and the tests start: Debian's programs, installed on demand, and
 throwaway Redis and S3-compatible servers on loopback ports."""
 
+import fcntl
 import os
 import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -14,6 +16,7 @@ from pathlib import Path
 import httpx
 
 START_SECONDS = 30
+INSTALL_LOCK = Path(tempfile.gettempdir()) / "fees-debian-install.lock"
 # What boto3 needs to talk to moto's server, which checks no keys.
 AWS_TEST_CREDENTIALS = {
     "AWS_ACCESS_KEY_ID": "test",
@@ -36,10 +39,17 @@ def debian_program(program: str, package: str) -> str:
     if os.geteuid() != 0 or shutil.which("apt-get") is None:
         raise Unavailable(f"{program} is missing and Debian's {package} cannot be installed "
                           f"here (needs root and apt-get): apt-get install {package}")  # fmt: skip
-    done = _apt_get("install", "-y", "--no-install-recommends", package)
-    if done.returncode != 0:  # the package lists may be stale: refresh them once
-        _apt_get("update")
+    # One install at a time on this machine: the test workers may want the same program at
+    # once, and apt-get fails rather than waits while another holds its locks.
+    with INSTALL_LOCK.open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        found = shutil.which(program)  # another process may have installed it meanwhile
+        if found:
+            return found
         done = _apt_get("install", "-y", "--no-install-recommends", package)
+        if done.returncode != 0:  # the package lists may be stale: refresh them once
+            _apt_get("update")
+            done = _apt_get("install", "-y", "--no-install-recommends", package)
     found = shutil.which(program)
     if found is None:
         tail = (done.stderr or done.stdout).strip().splitlines()[-1:]
