@@ -16,7 +16,7 @@ import pyarrow as pa
 from starlette.requests import Request
 from starlette.responses import Response
 
-from ingest.schema import CLASSIFYING, CLOSED_VALUES, UNITS
+from ingest.schema import CLASSIFYING, CLOSED_VALUES, PROVENANCE_COLUMNS, UNITS
 from service import export
 from service.call import CALL
 from service.dataset import queries
@@ -27,10 +27,12 @@ from service.responses import JSON
 from service.results import refuse_hidden, venue_codes, vocabulary_filters
 
 # The line filters (repeatable, as on the results) besides `fee_type`, which is one value: it
-# decides the unit compared unless `unit` does.
+# decides the unit compared unless `unit` does. The provenance filters too, so a comparison can
+# keep to figures read in a primary source, with stated dates, or not in doubt: a line with no
+# known end counts as in force on any later day, and may lead a comparison only for that.
 LINE_FILTERS: Final = tuple(
     name for name, column in queries.RESULT_FILTERS.items()
-    if column in CLASSIFYING and column != "fee_type"
+    if column in (*CLASSIFYING, *PROVENANCE_COLUMNS) and column != "fee_type"
 )  # fmt: skip
 COMPARE_PARAMS: Final = (*LINE_FILTERS, "fee_type", "as_of", "unit", "format")
 DEFAULT_CATEGORY: Final = "fees_and_rebates"
@@ -47,6 +49,9 @@ EXTREME_FIELDS: Final = {
     "effective_end": "effective_end",
     "source_document": "source_document",
     "source_link": "source_url",
+    "source_kind": "source_kind",
+    "date_basis": "date_basis",
+    "uncertain": "uncertain",
 }
 EXTREMES: Final = ("lowest", "highest")
 
