@@ -854,7 +854,14 @@
 
   // ------------------------------------------------------------------ the compare view
 
-  const COMPARE_FIELDS = ["as_of", "fee_type", "fee_action", "fee_participant", "unit"];
+  const COMPARE_FIELDS = [
+    "as_of",
+    "fee_type",
+    "fee_action",
+    "fee_participant",
+    "unit",
+    "uncertain",
+  ];
   const DEFAULT_UNIT = { equity: "per_share", option: "per_contract" };
 
   async function compareView(params) {
@@ -865,6 +872,7 @@
       fee_action: params.get("fee_action") || "",
       fee_participant: params.get("fee_participant") || "",
       unit: params.get("unit") || "",
+      uncertain: params.get("uncertain") || "",
     };
     const unit = asked.unit || DEFAULT_UNIT[asked.fee_type] || "";
     const answer = await get("/compare/", { ...asked, unit: unit });
@@ -882,6 +890,14 @@
       fee_action: select("fee_action", choices.fee_actions, true),
       fee_participant: select("fee_participant", choices.fee_participants, true),
       unit: select("unit", Object.keys(UNITS), "the fee type's usual"),
+      // A line with no known end counts as in force on any later day; its record says when
+      // that end is in doubt, and the API can leave such records out.
+      uncertain: el(
+        "select",
+        { id: "uncertain" },
+        el("option", { value: "" }, "all"),
+        el("option", { value: "false" }, "only those not in doubt"),
+      ),
     };
     for (const name of COMPARE_FIELDS) fields[name].value = asked[name];
     const labels = {
@@ -890,6 +906,7 @@
       fee_action: "Action",
       fee_participant: "Participant",
       unit: "Unit",
+      uncertain: "Figures",
     };
     return el(
       "form",
@@ -967,7 +984,8 @@
         const best = item.lowest;
         const text =
           `${index + 1}. ${item.display_name}: ${best.fee_amount} (${money(best.amount, best.unit)}), ` +
-          `"${best.label}", ${period(best)}; ${item.lines} lines compared; ${best.source_document || ""}`;
+          `"${best.label}", ${period(best)}, ${provenance(best)}; ${item.lines} lines compared; ` +
+          (best.source_document || "");
         const bar = draw(
           "a",
           {
@@ -1052,6 +1070,8 @@
             lineLink(item.lowest.line_id, item.lowest.label),
             el("br"),
             money(item.lowest.amount, item.lowest.unit),
+            el("br"),
+            el("small", {}, period(item.lowest) + "; " + provenance(item.lowest)),
           ),
           el("td", {}, money(item.highest.amount, item.highest.unit)),
           el("td", {}, item.lines),

@@ -261,6 +261,7 @@ def test_the_compare_view_ranks_the_venues_as_the_api_does(
         assert table.evaluate_all("rs => rs.map(r => r.dataset.exchange)") == ranked
         best = answer[0]["lowest"]
         expect(table.first).to_contain_text(best["label"])
+        expect(table.first).to_contain_text(provenance(best))
         assert page.locator("#apart li").evaluate_all("ls => ls.map(l => l.dataset.exchange)") == (
             apart
         )
@@ -271,8 +272,23 @@ def test_the_compare_view_ranks_the_venues_as_the_api_does(
         settle(page)
         assert bars.evaluate_all("bs => bs.map(b => b.dataset.exchange)") == ranked
         expect(page.get_by_label("On", exact=True)).to_have_value(asked["as_of"])
+        # Only the figures not in doubt: the API's own ranking with `uncertain=false`.
+        certain = api.get("/compare/", params={**asked, "uncertain": "false"}).json()["data"]
+        page.get_by_label("Figures", exact=True).select_option("false")
+        page.get_by_role("button", name="Compare", exact=True).press("Enter")
+        settle(page)
+        assert "uncertain=false" in page.url
+        kept = [item["exchange_name"] for item in certain if item["lowest"] is not None]
+        assert bars.evaluate_all("bs => bs.map(b => b.dataset.exchange)") == kept != ranked
+        expect(table.first).to_contain_text(provenance(certain[0]["lowest"]))
         assert page.evaluate("window.violations") == []
     assert refused == []
+
+
+def provenance(record: dict[str, Any]) -> str:
+    """A record's provenance as the page words it."""
+    words = f"{record['source_kind']} source, date {record['date_basis']}"
+    return words + (", uncertain" if record["uncertain"] else "")
 
 
 @pytest.mark.slow
