@@ -4,7 +4,8 @@
 Per venue and fee category: the records, how many rest on a primary source, how many have
 dates their sources give or that were computed from other dated facts (`stated` or `derived`,
 as against `observed`: seen in force on a day, start unknown), how many are uncertain, and the
-earliest and latest effective dates; then the registered venues with no records. Everything
+earliest and latest effective dates; the records with no known end by the year of their
+start; then the registered venues with no records. Everything
 is read from the published version, so the report says what the service serves. It holds
 nothing that changes from one ingest of the same data to the next (no version id, no time),
 so a test can check the committed report against the embedded data.
@@ -47,6 +48,12 @@ FROM fees GROUP BY fee_category ORDER BY fee_category
 BY_PROVENANCE: Final = """
 SELECT source_kind, date_basis, count(*), count(*) FILTER (WHERE uncertain)
 FROM fees GROUP BY ALL ORDER BY ALL
+"""
+# The records with no known end, by the year of their start: each counts as in force on any
+# later day, resting on no later reading.
+OPEN_ENDS: Final = """
+SELECT year(effective_start), count(*), count(DISTINCT exchange), count(*) FILTER (WHERE uncertain)
+FROM fees WHERE effective_end IS NULL GROUP BY ALL ORDER BY ALL
 """
 EMPTY_VENUES: Final = """
 SELECT code, display_name FROM exchanges
@@ -91,6 +98,18 @@ def render(con: duckdb.DuckDBPyConnection) -> str:
         ),
         *_by_venue(rows[:-1]),
         "",
+        *_table(
+            "Open ends by the year of their start",
+            "A record with no known end counts as in force on any later day (an `as_of` query, "
+            "`GET /compare/`): the older its start, the longer that rests on no later reading. "
+            "The last column counts those of them marked `uncertain`.\n\n"
+            "| start year | open-ended records | venues | of which uncertain |\n"
+            "|---|---:|---:|---:|",
+            (
+                f"| {year} | {count:,} | {venues} | {doubt:,} |"
+                for year, count, venues, doubt in con.execute(OPEN_ENDS).fetchall()
+            ),
+        ),
         "## Venues with no records",
         "",
         *(empty or ["None."]),

@@ -91,6 +91,10 @@ def test_coverage_writes_the_report_of_the_current_version(published: Path, tmp_
     # The fixture's 13 records: 3 on memx with provenance, 10 from older raw files without.
     assert "- **13 records** on **3 venues**" in report
     assert "| **memx** | **all** | 3 | 67% | 67% | 67% | 33% | 3 |" in report
+    # Its 9 open-ended records by the year of their start, the oldest first.
+    assert "9 records are open-ended" in report
+    years = re.findall(r"^\| (\d{4}) \| (\d+) \| \d+ \| \d+ \|$", report, re.MULTILINE)
+    assert years == [("2019", "2"), ("2020", "3"), ("2021", "2"), ("2023", "1"), ("2024", "1")]
     assert report.endswith("## Venues with no records\n\n- `cboe` (Cboe Options)\n")
 
 
