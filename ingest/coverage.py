@@ -5,10 +5,10 @@ Per venue and fee category: the records, how many rest on a primary source, how 
 dates their sources give or that were computed from other dated facts (`stated` or `derived`,
 as against `observed`: seen in force on a day, start unknown), how many are uncertain, and the
 earliest and latest effective dates; the records with no known end by the year of their
-start; then the registered venues with no records. Everything
-is read from the published version, so the report says what the service serves. It holds
-nothing that changes from one ingest of the same data to the next (no version id, no time),
-so a test can check the committed report against the embedded data.
+start; then the registered venues with no records. Everything is read from the published
+version, so the report says what the service serves. It holds nothing that changes from one
+ingest of the same data to the next (no version id, no time), so a test can check the
+committed report against the embedded data.
 """
 
 import argparse
