@@ -1,5 +1,6 @@
 """A page in a real headless Chromium, driven by Playwright, that can reach only the server
-under test (`tests/test_docs_page.py`, `tests/test_explore.py`)."""
+under test (`tests/test_docs_page.py`, `tests/test_explore.py`). Chromium itself, installed
+when missing, is the session fixture `chromium` (`tests/conftest.py`)."""
 
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -9,16 +10,10 @@ from playwright.sync_api import Page, Route, sync_playwright
 
 from service.settings import Settings
 from tests.conftest import LiveServer
-from tests.servers import debian_program
 from tools.browser import CHROMIUM_ARGS
 
 # A page takes a second or two to render here; more on a busy machine.
 RENDER_MS = 20_000
-
-
-def chromium() -> str:
-    """Chromium's path; skips the test, saying why, only where it cannot be installed."""
-    return debian_program("chromium", "chromium")
 
 
 @contextmanager

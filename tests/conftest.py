@@ -24,6 +24,7 @@ from service.app import create_app, server_options
 from service.dataset.index import ResultsIndex
 from service.dataset.version import Dataset
 from service.settings import Settings
+from tests.servers import debian_program
 from tools import embedded
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -91,6 +92,13 @@ def embedded_version(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Inges
     data = tmp_path_factory.mktemp("embedded")
     yield run_ingest(embedded.RAW_DIR, data, registry=embedded.REGISTRY, strict=True)
     shutil.rmtree(data)
+
+
+@pytest.fixture(scope="session")
+def chromium() -> str:
+    """Debian's Chromium for the browser tests (`tests.browser`); skips them, saying why, only
+    where it cannot be installed."""
+    return debian_program("chromium", "chromium")
 
 
 @pytest.fixture

@@ -14,7 +14,6 @@ from playwright.sync_api import Request, expect
 from ingest.pipeline import IngestResult
 from service.app import OPENAPI_FILE
 from service.docs import page as docs_page
-from tests import browser
 from tests.browser import RENDER_MS, browser_page, page_server
 from tests.conftest import KEYS, LiveServer
 
@@ -111,11 +110,6 @@ def test_a_key_cannot_break_out_of_the_config_block(key: str) -> None:
 
 
 # ------------------------------------------------------------------------------ the browser
-
-
-@pytest.fixture(scope="module")
-def chromium() -> str:
-    return browser.chromium()
 
 
 @pytest.mark.slow

@@ -20,11 +20,6 @@ from tools import embedded
 ROOT = Path(__file__).parent.parent
 
 
-@pytest.fixture(scope="module")
-def version(embedded_version: IngestResult) -> IngestResult:
-    return embedded_version
-
-
 def query(version: IngestResult, sql: str) -> list[tuple[object, ...]]:
     return open_version(version.version_dir).execute(sql).fetchall()
 
@@ -39,24 +34,24 @@ def test_committed_files_are_what_the_script_writes(tmp_path: Path) -> None:
     assert (mismatch, errors) == ([], [])
 
 
-def test_every_record_is_sourced_with_zero_rejects(version: IngestResult) -> None:
-    assert (version.rejected_rows, version.duplicates) == (0, 0)
+def test_every_record_is_sourced_with_zero_rejects(embedded_version: IngestResult) -> None:
+    assert (embedded_version.rejected_rows, embedded_version.duplicates) == (0, 0)
     [(records, unsourced, undated)] = query(
-        version,
+        embedded_version,
         """SELECT count(*),
                   count(*) FILTER (WHERE source_kind NOT IN ('primary', 'secondary')
                                    OR source_url IS NULL OR source_document IS NULL),
                   count(*) FILTER (WHERE date_basis IS NULL OR uncertain IS NULL)
            FROM fees""",
     )
-    assert (records, unsourced, undated) == (version.records, 0, 0)
+    assert (records, unsourced, undated) == (embedded_version.records, 0, 0)
 
 
-def test_it_meets_the_coverage_targets(version: IngestResult) -> None:
+def test_it_meets_the_coverage_targets(embedded_version: IngestResult) -> None:
     """The targets of issue 21: 2,000 sourced records on 24 venues, 40% primary with a stated
     date, every fee category present."""
     [(records, venues, primary_stated)] = query(
-        version,
+        embedded_version,
         """SELECT count(*), count(DISTINCT exchange),
                   count(*) FILTER (WHERE source_kind = 'primary' AND date_basis = 'stated')
            FROM fees""",
@@ -64,13 +59,15 @@ def test_it_meets_the_coverage_targets(version: IngestResult) -> None:
     assert records >= 2000
     assert venues >= 24
     assert primary_stated / records >= 0.40
-    categories = {value for (value,) in query(version, "SELECT DISTINCT fee_category FROM fees")}
+    categories = {
+        value for (value,) in query(embedded_version, "SELECT DISTINCT fee_category FROM fees")
+    }
     assert categories == set(VOCABULARIES["fee_category"])
 
 
-def test_the_coverage_report_is_what_the_command_writes(version: IngestResult) -> None:
+def test_the_coverage_report_is_what_the_command_writes(embedded_version: IngestResult) -> None:
     written = (ROOT / "docs" / "data-coverage.md").read_text(encoding="utf-8")
-    assert written == coverage.render(open_version(version.version_dir))
+    assert written == coverage.render(open_version(embedded_version.version_dir))
 
 
 def test_an_undated_fact_is_held_out_with_its_reason_and_a_published_one_is_sourced() -> None:
@@ -186,12 +183,14 @@ def test_a_reading_still_open_when_its_line_s_next_one_starts_ends_the_day_befor
     assert rows["Another line", ""]["effective_end"] == ""
 
 
-def test_a_real_rate_change_is_one_line_with_its_before_and_after(version: IngestResult) -> None:
+def test_a_real_rate_change_is_one_line_with_its_before_and_after(
+    embedded_version: IngestResult,
+) -> None:
     """MEMX Trader Alert 21-37 cut the rebate for adding displayed liquidity (fee codes B, D
     and J) from $0.0028 to $0.0022 a share from January 3, 2022: one fee line holds both
     records, one ending the day before the other starts."""
     history = query(
-        version,
+        embedded_version,
         """SELECT fee_amount, amount, unit, effective_start, effective_end, source_url
            FROM fees WHERE line_id = '0a646fbc-9774-935f-b982-3acd4ff31ed1'
            ORDER BY effective_start""",
@@ -208,11 +207,13 @@ def test_a_real_rate_change_is_one_line_with_its_before_and_after(version: Inges
 
 
 def test_the_real_rate_change_is_listed_with_its_before_and_after(
-    version: IngestResult, accounts_file: Path
+    embedded_version: IngestResult, accounts_file: Path
 ) -> None:
     """`GET /fee-changes/` over the embedded data, through the server: the same Trader Alert
     21-37 cut, on its effective date, with both records and the alert as the source."""
-    settings = Settings(data_dir=version.version_dir.parent.parent, accounts_file=accounts_file)
+    settings = Settings(
+        data_dir=embedded_version.version_dir.parent.parent, accounts_file=accounts_file
+    )
     params = {
         "exchange_name": "memx", "fee_action": "make", "change_type": "changed",
         "start_date": "2022-01-03", "end_date": "2022-01-03", "page_size": "100",

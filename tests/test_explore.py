@@ -20,7 +20,6 @@ from playwright.sync_api import Page, Route, expect
 
 from ingest.pipeline import IngestResult, run_ingest
 from service.explore import page as explore_page
-from tests import browser
 from tests.browser import browser_page, page_server
 from tests.conftest import (
     KEYS,
@@ -48,11 +47,6 @@ def live(embedded_version: IngestResult, accounts_file: Path) -> Iterator[LiveSe
 def api(live: LiveServer) -> Iterator[httpx.Client]:
     with httpx.Client(base_url=live.url + "/api/v1", headers=exchange_headers(), timeout=30) as c:
         yield c
-
-
-@pytest.fixture(scope="module")
-def chromium() -> str:
-    return browser.chromium()
 
 
 def every(api: httpx.Client, path: str, **params: str) -> list[dict[str, Any]]:
