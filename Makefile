@@ -16,7 +16,8 @@ export FEES_DATA_DIR ?= $(DATA)
 export FEES_ACCOUNTS_FILE ?= data/demo-accounts.json
 
 .DEFAULT_GOAL := help
-.PHONY: help setup run serve test lint fuzz soak cluster-soak ingest sql synth embedded coverage bench bench-ingest \
+.PHONY: help setup run serve test lint fuzz soak cluster-soak ingest sql synth embedded lines coverage bench \
+	bench-ingest \
 	bench-workers screenshots clean
 
 help: ## List the targets
@@ -57,6 +58,9 @@ synth: setup ## Write ROWS synthetic raw records to OUT (deterministic; not comm
 
 embedded: setup ## Rebuild the embedded dataset data/raw from the sourced facts in data/facts
 	$(PY) -m tools.embedded
+
+lines: setup ## List VENUE's fee lines that may be one item (decide: python -m tools.lines join|apart)
+	$(PY) -m tools.lines suggest $(VENUE)
 
 coverage: ingest ## Write docs/data-coverage.md: what the current version of $(DATA) covers
 	$(FEES) coverage --data $(DATA) --out docs/data-coverage.md

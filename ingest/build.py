@@ -15,7 +15,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from tqdm import tqdm
 
-from ingest import layout, rollups, serving, stage, write
+from ingest import layout, lives, rollups, serving, stage, write
 from ingest.errors import IngestError, MalformedFile, RowsRejected
 from ingest.failures import storage_cause
 from ingest.rawfiles import RawFile, find_malformation, is_regular, record_lines
@@ -74,9 +74,10 @@ def build(
                               serving file and fills serving.rows, with an ENUM type per
                               vocabulary column
         _list_rule_problems   rejected, and the problems of its rows; reads files and line_map
-        _settle_records       deletes later duplicates and overlapping records from
-                              serving.rows, listing the overlaps' problems; reads files and
-                              line_map
+        _settle_records       deletes later duplicates from serving.rows, then settles the
+                              lines' lives (`ingest.lives`): collapses repeated readings,
+                              rejects records in conflict listing their problems, derives
+                              ends and confirmations; reads files and line_map
         _account_rejects      reads problems, files and line_map; writes rejects.csv
         _write_records        reads serving.rows; detaches the serving file when the index is
                               written, last"""
@@ -88,18 +89,23 @@ def build(
         build = _Build(con, version, files, [v.code for v in venues], version_id, created)
         rows_read, kept = _sort_rows(build, previous)
         _list_rule_problems(build, rows_read, kept)
-        duplicates, overlapping = _settle_records(build)
-        rejects = _account_rejects(build, rows_read, kept - overlapping, strict)
+        duplicates, settled = _settle_records(build)
+        rejects = _account_rejects(build, rows_read, kept - settled["rejected"], strict)
         venue_counts = _write_records(build)
     finally:
         con.close()
     _write_registry(version / "exchanges.parquet", venues)
-    manifest = _manifest(build, rows_read, rejects, duplicates, venue_counts)
+    manifest = _manifest(build, rows_read, rejects, duplicates, settled, venue_counts)
     return Built(manifest, rejects.first)
 
 
 def _manifest(
-    build: _Build, rows_read: int, rejects: _Rejects, duplicates: int, venues: dict[str, int]
+    build: _Build,
+    rows_read: int,
+    rejects: _Rejects,
+    duplicates: int,
+    settled: dict[str, int],
+    venues: dict[str, int],
 ) -> dict[str, Any]:
     """What the version holds and how it was made (`input_digest` is added by the caller)."""
     return {
@@ -121,6 +127,11 @@ def _manifest(
         "rejected_rows": rejects.rows,
         "problems": rejects.problems,
         "duplicates": duplicates,
+        "repeated_readings": settled["repeats"],
+        "derived_ends": {
+            "next_reading": settled["next_reading"],
+            "complete_schedule": settled["complete_schedule"],
+        },
         "venues": venues,
     }
 
@@ -154,15 +165,15 @@ def _list_rule_problems(build: _Build, rows_read: int, kept: int) -> None:
         stage.list_problems(build.con, _raw_rows(build.files, rejected_files), build.codes)
 
 
-def _settle_records(build: _Build) -> tuple[int, int]:
-    """Collapse exact duplicates, then reject the records of a fee line that overlap in time;
-    returns the duplicates dropped and the records rejected."""
+def _settle_records(build: _Build) -> tuple[int, dict[str, int]]:
+    """Collapse exact duplicates, then settle the lines' lives (`ingest.lives.settle`); returns
+    the duplicates dropped and what the settling did."""
     duplicates = write.delete_later_duplicates(build.con)
-    _phase("checking that no fee line has two records in force on one day")
-    overlapping = write.reject_overlaps(build.con)
-    if duplicates or overlapping:
+    _phase("settling each fee line's records: repeats, conflicts, ends")
+    settled = lives.settle(build.con)
+    if duplicates or settled["repeats"] or settled["rejected"]:
         write.compact(build.con, build.version)
-    return duplicates, overlapping
+    return duplicates, settled
 
 
 def _account_rejects(build: _Build, rows_read: int, kept: int, strict: bool) -> _Rejects:

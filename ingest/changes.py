@@ -31,17 +31,20 @@ from ingest.layout import CHANGE_TYPES, CLASSES, NO_END, NO_RECORD
 
 Array = npt.NDArray[Any]
 
-# What a client sees of each record, per position (in table order): equal hashes, no change.
-SEEN: Final = """
-SELECT hash(
+# What a client sees of a record's figure, as a hash: equal hashes, no change (`ingest.lives`
+# also finds repeated readings by it).
+SEEN_FIGURE: Final = """hash(
     CASE
         WHEN amount IS NULL THEN fee_amount
         ELSE CAST(amount AS VARCHAR) || ' ' || coalesce(currency, '')
     END,
     fee_basis,
     unit
-) AS seen
-FROM {records}
+)"""
+# What a client sees of each record, per position (in table order).
+SEEN: Final = f"""
+SELECT {SEEN_FIGURE} AS seen
+FROM {{records}}
 """
 
 # The results index's arrays the list is made from (by position).

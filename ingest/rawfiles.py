@@ -15,6 +15,7 @@ from typing import TextIO
 from ingest.errors import MalformedFile
 from ingest.schema import (
     DETAIL_COLUMNS,
+    LINE_NAME,
     PROVENANCE_COLUMNS,
     RAW_COLUMNS,
     RAW_LAYOUTS,
@@ -64,9 +65,9 @@ def check_header(path: Path, shown: str) -> tuple[str, ...]:
     raise MalformedFile(
         shown,
         1,
-        f"header must be exactly: {','.join(RAW_COLUMNS)} (or that of schema 3, which stops "
-        f"after {PROVENANCE_COLUMNS[-1]}, of schema 2, after {DETAIL_COLUMNS[-1]}, or of "
-        f"schema 1, after {V1_RAW_COLUMNS[-1]}); "
+        f"header must be exactly: {','.join(RAW_COLUMNS)} (or that of schema 4, which stops "
+        f"after {LINE_NAME}, of schema 3, after {PROVENANCE_COLUMNS[-1]}, of schema 2, after "
+        f"{DETAIL_COLUMNS[-1]}, or of schema 1, after {V1_RAW_COLUMNS[-1]}); "
         f"{'; '.join(differences)}",
     )
 

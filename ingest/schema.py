@@ -10,7 +10,10 @@ from typing import Final
 # 2: the seven detail columns (`DETAIL_COLUMNS`), in the raw format and the Parquet.
 # 3: the three provenance columns (`PROVENANCE_COLUMNS`), likewise.
 # 4: the fee line (`LINE_COLUMNS`): the optional raw `line_name`, and `line_id` in the Parquet.
-SCHEMA_VERSION: Final = 4
+# 5: a line's life (`LIFE_COLUMNS`): `standard` and the complete-schedule declaration in the raw
+#    format; `confirmed_through` and `ended_by` in the Parquet; a named line is its venue, fee
+#    type and name.
+SCHEMA_VERSION: Final = 5
 
 # The raw columns of schema 1, which a raw file may still use as its header: its rows are read
 # with the detail columns empty, and keep the record ids they had (`ingest.stage.RECORD_ID`).
@@ -68,10 +71,26 @@ LINE_NAME: Final = "line_name"
 CLASSIFYING: Final = V1_RAW_COLUMNS[: V1_RAW_COLUMNS.index("fee_name")]
 LINE_COLUMNS: Final = (*CLASSIFYING, "label", "volume_tier")
 
-RAW_COLUMNS: Final = (*V3_RAW_COLUMNS, LINE_NAME)
+V4_RAW_COLUMNS: Final = (*V3_RAW_COLUMNS, LINE_NAME)
 
-# The headers a raw file may have: the current columns, or those of schema 3, 2 or 1.
-RAW_LAYOUTS: Final = (RAW_COLUMNS, V3_RAW_COLUMNS, V2_RAW_COLUMNS, V1_RAW_COLUMNS)
+# What a reading says of its line's life (`docs/raw-format.md`, "Standard rates" and "Complete
+# schedules"): whether it is the venue's standard rate, and whether it was read in a schedule
+# that lists every line of a scope (`COMPLETE_SCOPES`) in force on a day. Optional. In a file of
+# the current layout a row with a `line_name` belongs to the line of that name (its venue, fee
+# type and name), whatever its label, tier or classification; in a schema 4 file the name only
+# stands in for the label (`ingest.stage.LINE_ID`).
+LIFE_COLUMNS: Final = ("standard", "complete_scope", "complete_as_of")
+
+RAW_COLUMNS: Final = (*V4_RAW_COLUMNS, *LIFE_COLUMNS)
+
+# The headers a raw file may have: the current columns, or those of schema 4, 3, 2 or 1.
+RAW_LAYOUTS: Final = (
+    RAW_COLUMNS,
+    V4_RAW_COLUMNS,
+    V3_RAW_COLUMNS,
+    V2_RAW_COLUMNS,
+    V1_RAW_COLUMNS,
+)
 
 REQUIRED: Final = frozenset(
     {
@@ -125,18 +144,24 @@ VOCABULARIES: Final[dict[str, tuple[str, ...]]] = {
     # the day before the next start); `observed`: the source shows the line in force on that day,
     # and it may have started earlier.
     "date_basis": ("derived", "observed", "stated"),
+    # What a complete schedule lists whole: every line of the row's `fee_category`, or every
+    # standard rate of the row's fee type (`docs/raw-format.md`, "Complete schedules").
+    "complete_scope": ("fee_category", "standard_rates"),
 }
 
-# The values of the raw format's one yes-or-no column, `uncertain` (a BOOLEAN when published).
+# The values of the raw format's yes-or-no columns (BOOLEANs when published).
 FLAG_VALUES: Final = ("false", "true")
+FLAGS: Final = ("uncertain", "standard")
 
-# Every column whose values form a closed set: the vocabularies and the flag.
-CLOSED_VALUES: Final[dict[str, tuple[str, ...]]] = VOCABULARIES | {"uncertain": FLAG_VALUES}
+# Every column whose values form a closed set: the vocabularies and the flags.
+CLOSED_VALUES: Final[dict[str, tuple[str, ...]]] = VOCABULARIES | dict.fromkeys(
+    FLAGS, FLAG_VALUES
+)
 
 # The kinds of source that name one (`source_document` and `source_url` required).
 SOURCED_KINDS: Final = ("primary", "secondary")
 
-DATE_COLUMNS: Final = ("effective_start", "effective_end")
+DATE_COLUMNS: Final = ("effective_start", "effective_end", "complete_as_of")
 
 # The published `fees` table: every column, its DuckDB type, in file order. `exchange` is the
 # hive partition key, so it lives in the directory name rather than in the files.
@@ -170,12 +195,17 @@ FEE_COLUMNS: Final[tuple[tuple[str, str], ...]] = (
     ("extra_info", "VARCHAR"),
     ("effective_start", "DATE"),
     ("effective_end", "DATE"),
+    ("confirmed_through", "DATE"),
+    ("ended_by", "VARCHAR"),
     ("source_document", "VARCHAR"),
     ("source_url", "VARCHAR"),
     ("page_number", "INTEGER"),
     ("source_kind", "VARCHAR"),
     ("date_basis", "VARCHAR"),
     ("uncertain", "BOOLEAN"),
+    ("standard", "BOOLEAN"),
+    ("complete_scope", "VARCHAR"),
+    ("complete_as_of", "DATE"),
     ("source_file", "VARCHAR"),
     ("source_line", "BIGINT"),
     ("version_id", "VARCHAR"),

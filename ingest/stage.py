@@ -27,6 +27,7 @@ from ingest.schema import (
     CLOSED_VALUES,
     DATE_COLUMNS,
     DETAIL_COLUMNS,
+    LIFE_COLUMNS,
     LINE_COLUMNS,
     LINE_NAME,
     PROVENANCE_COLUMNS,
@@ -36,6 +37,7 @@ from ingest.schema import (
     SOURCED_KINDS,
     V1_RAW_COLUMNS,
 )
+from ingest.units import FORM, IS_LIMIT
 
 # The registered name of the Arrow batches the main query and the rejects query read.
 RAW_ROWS: Final = "raw_rows"
@@ -44,12 +46,14 @@ RAW_ROWS: Final = "raw_rows"
 # row_number() is the ordinal. (Not `parallel = false`: that reader silently drops a last row
 # whose quote is never closed, where this one reports the file as malformed.) A file of an older
 # layout (`RAW_LAYOUTS`) gives NULL for the columns it lacks; `provenance_given` says whether
-# its layout has the provenance columns, which are required only then.
+# its layout has the provenance columns, which are required only then, and `current_layout`
+# whether it is the current one (where a `line_name` names a line of its own: `LINE_ID`).
 READ_FILE: Final = """
 SELECT
     CAST($file_no AS INTEGER) AS file_no,
     row_number() OVER () AS ordinal,
     {provenance_given} AS provenance_given,
+    {current_layout} AS current_layout,
     {projection}
 FROM read_csv(
     $path,
@@ -69,6 +73,7 @@ def _read_file(layout: tuple[str, ...]) -> str:
     present = set(layout)
     return READ_FILE.format(
         provenance_given=str(set(PROVENANCE_COLUMNS) <= present).lower(),
+        current_layout=str(layout == RAW_COLUMNS).lower(),
         projection=", ".join(
             name if name in present else f"CAST(NULL AS VARCHAR) AS {name}" for name in RAW_COLUMNS
         ),
@@ -80,7 +85,12 @@ READ_FILES: Final[dict[tuple[str, ...], str]] = {
     layout: _read_file(layout) for layout in RAW_LAYOUTS
 }
 READ_SCHEMA: Final = pa.schema(
-    [("file_no", pa.int32()), ("ordinal", pa.int64()), ("provenance_given", pa.bool_())]
+    [
+        ("file_no", pa.int32()),
+        ("ordinal", pa.int64()),
+        ("provenance_given", pa.bool_()),
+        ("current_layout", pa.bool_()),
+    ]
     + [(name, pa.string()) for name in RAW_COLUMNS]
 )
 READER_MEMORY: Final = "256MB"
@@ -105,12 +115,16 @@ def _none_of(columns: tuple[str, ...]) -> str:
     return " AND ".join(f"{name} IS NULL" for name in columns)
 
 
-# A row naming its line (`line_name`, schema 4) has a third array holding the name.
+# A row naming its line (`line_name`, schema 4) has a third array holding the name; a row saying
+# anything of its line's life (`LIFE_COLUMNS`, schema 5) a last one of three values. (The arrays
+# differ in length, so no two rows share a text.)
 RAW_JSON: Final = f"""CASE
     WHEN {_none_of((*DETAIL_COLUMNS, *PROVENANCE_COLUMNS))} THEN {V1_JSON}
     WHEN {_none_of(PROVENANCE_COLUMNS)} THEN {V1_JSON} || json_array({", ".join(DETAIL_COLUMNS)})
     ELSE {V1_JSON} || json_array({", ".join((*DETAIL_COLUMNS, *PROVENANCE_COLUMNS))})
-END || CASE WHEN {LINE_NAME} IS NULL THEN '' ELSE CAST(json_array({LINE_NAME}) AS VARCHAR) END"""
+END || CASE WHEN {LINE_NAME} IS NULL THEN '' ELSE CAST(json_array({LINE_NAME}) AS VARCHAR) END
+|| CASE WHEN {_none_of(LIFE_COLUMNS)} THEN ''
+    ELSE CAST(json_array({", ".join(LIFE_COLUMNS)}) AS VARCHAR) END"""
 
 # Surrounding spaces are removed and an empty value becomes NULL (the reader already reads an
 # empty field as NULL). trim() removes only space separators, ASCII or not. A row none of whose
@@ -133,6 +147,7 @@ SELECT
     file_no,
     ordinal,
     provenance_given,
+    current_layout,
     raw_json,
     untouched,
     {", ".join(_trimmed(name) for name in RAW_COLUMNS)}
@@ -150,10 +165,16 @@ RECORD_ID: Final = f"""CAST(
 )"""
 
 # The line id (`schema.LINE_COLUMNS`): md5 of the JSON array of the line's values over the
-# trimmed row, held as a UUID like the record id.
+# trimmed row, held as a UUID like the record id. A row of the current layout that names its
+# line is on the line of that name in its venue and fee type (a reader linked readings whose
+# labels, tiers or classification differ); in a schema 4 file the name stands for the label.
 LINE_VALUES: Final = {"label": f"coalesce({LINE_NAME}, fee_name)"}
 LINE_JSON: Final = f"json_array({', '.join(LINE_VALUES.get(name, name) for name in LINE_COLUMNS)})"
-LINE_ID: Final = f"CAST(md5(CAST({LINE_JSON} AS VARCHAR)) AS UUID)"
+NAMED_LINE_JSON: Final = f"json_array(exchange, fee_type, {LINE_NAME})"
+LINE_ID: Final = f"""CAST(md5(CAST(CASE
+    WHEN current_layout AND {LINE_NAME} IS NOT NULL THEN {NAMED_LINE_JSON}
+    ELSE {LINE_JSON}
+END AS VARCHAR)) AS UUID)"""
 
 CREATE_TABLES: Final = """
 CREATE TABLE files (file_no INTEGER PRIMARY KEY, path VARCHAR NOT NULL, records BIGINT);
@@ -217,6 +238,12 @@ EMPTY_RULES: Final = {
     "source_kind": ("provenance_given", MISSING),
     "date_basis": (f"provenance_given AND {SOURCED}", MISSING),
     "uncertain": ("provenance_given", MISSING),
+    # A complete schedule is a scope and a day (`docs/raw-format.md`, "Complete schedules").
+    "complete_scope": (
+        "complete_as_of IS NOT NULL",
+        "'complete_as_of needs complete_scope: fee_category or standard_rates'",
+    ),
+    "complete_as_of": ("complete_scope IS NOT NULL", "'complete_scope needs complete_as_of'"),
 }
 # What an illustrative row must leave empty, and why.
 NAMES_NO_SOURCE: Final = (
@@ -274,7 +301,30 @@ def _value_rules(column: str) -> list[str]:
             "WHEN NOT regexp_full_match(page_number, '[1-9][0-9]{0,8}') "
             "THEN 'not a whole number of at least 1'"
         )
+    rules.extend(LIFE_RULES.get(column, ()))
     return rules
+
+
+# What a row says of its line's life must hold of the row itself (`docs/raw-format.md`,
+# "Standard rates" and "Complete schedules"): a standard rate is a rate, a row of a complete
+# standard-rates schedule is a standard rate, and a schedule's row is in force on its day.
+LIFE_RULES: Final = {
+    "standard": (
+        f"WHEN standard = 'true' AND (({FORM}) IS NULL OR {IS_LIMIT}) "
+        "THEN 'a standard rate is a plain figure (a fee or rebate), not a cap, a maximum, "
+        "a minimum or text'",
+    ),
+    "complete_scope": (
+        "WHEN complete_scope = 'standard_rates' AND coalesce(standard, '') <> 'true' "
+        "THEN 'a row of a complete standard-rates schedule is a standard rate: standard must "
+        "be true'",
+    ),
+    "complete_as_of": (
+        "WHEN try_cast(complete_as_of AS DATE) < try_cast(effective_start AS DATE) "
+        "OR try_cast(complete_as_of AS DATE) > try_cast(effective_end AS DATE) "
+        "THEN 'the row is not in force on complete_as_of'",
+    ),
+}
 
 
 CHECKED: Final = tuple(

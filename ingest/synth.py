@@ -428,7 +428,10 @@ SELECT
     'illustrative' AS source_kind,
     NULL AS date_basis,
     'false' AS uncertain,
-    NULL AS line_name
+    NULL AS line_name,
+    NULL AS standard,
+    NULL AS complete_scope,
+    NULL AS complete_as_of
 FROM dated
 -- Explicit order by the row number keeps files byte-identical with any thread count.
 ORDER BY i

@@ -23,12 +23,21 @@ PLAIN_MONEY: Final = rf"\(\${MONEY}\)|-?\${MONEY}"
 PERCENT: Final = r"[0-9]{1,3}(?:\.[0-9]{1,8})?%(?: of [A-Za-z ]+)?"
 PLAIN_PERCENT: Final = rf"\({PERCENT}\)|-?{PERCENT}"
 
-# The money rules, in order: (unit, pattern over the lower-cased basis). A cap or maximum is
-# not a rate, whatever it is counted per; a port's fee is per port whatever its period;
-# what is left per month or per year is a periodic fee of that period (its basis says per
-# what: user, firm, issue).
+# A limit, not a rate, whatever it is counted per: a basis naming a cap or a maximum (`per month
+# cap`), or a label that is one (`Maximum rebate per share provided by the Exchange`, `Minimum
+# rebate to add displayed liquidity`). Only a label that begins so: `Tier rebate (without TCV
+# minimum)` or `Surcharge after Monthly Cap` are rates. Tested on the lower-cased basis and label.
+LIMIT_BASIS: Final = r"\bcap\b|\bmaximum\b"
+LIMIT_LABEL: Final = r"^(?:(?:daily|monthly|annual) )?(?:maximum|minimum)\b"
+IS_LIMIT: Final = (
+    f"(regexp_matches(lower(coalesce(fee_basis, '')), {sql_string(LIMIT_BASIS)})"
+    f" OR regexp_matches(lower(fee_name), {sql_string(LIMIT_LABEL)}))"
+)
+
+# The money rules after the limits, in order: (unit, pattern over the lower-cased basis). A
+# port's fee is per port whatever its period; what is left per month or per year is a periodic
+# fee of that period (its basis says per what: user, firm, issue).
 MONEY_RULES: Final = (
-    ("other", r"\bcap\b|\bmaximum\b"),
     ("per_million_dollars_of_value", r"^per \$1m\b|\bper million\b"),
     ("one_time", r"\bone[- ]time\b"),
     ("per_share", r"^per (executed |incremental )?(equivalent )?shares?\b"),
@@ -50,7 +59,7 @@ def _money_unit() -> str:
         f"WHEN regexp_matches(lower(fee_basis), {sql_string(pattern)}) THEN '{unit}'"
         for unit, pattern in MONEY_RULES
     )
-    return f"CASE {branches} ELSE 'other' END"
+    return f"CASE WHEN {IS_LIMIT} THEN 'other' {branches} ELSE 'other' END"
 
 
 # `form` ('money', 'percent' or NULL) is computed once per row by the caller (`FORM`).

@@ -21,7 +21,7 @@ from typing import Final
 import duckdb
 
 from ingest.layout import LINE_TEXT, SERVING_FILE, TEXT_ID, sql_string
-from ingest.schema import FEE_COLUMNS, RAW_COLUMNS, VOCABULARIES
+from ingest.schema import FEE_COLUMNS, VOCABULARIES
 from ingest.serving import DETACH, RECORDS, attach
 from ingest.stage import (
     BROKEN,
@@ -46,6 +46,15 @@ DERIVED: Final = {
     "effective_end": "CAST(effective_end AS DATE)",
     "page_number": "CAST(page_number AS INTEGER)",
     "uncertain": "CAST(uncertain AS BOOLEAN)",
+    "standard": "coalesce(CAST(standard AS BOOLEAN), false)",
+    "complete_as_of": "CAST(complete_as_of AS DATE)",
+    # The latest day the reading itself shows its figure in force; `ingest.lives` settles it
+    # with the line's other records, and derives the ends rows leave open (`ended_by`).
+    "confirmed_through": """coalesce(
+        CAST(effective_end AS DATE),
+        greatest(CAST(effective_start AS DATE), CAST(complete_as_of AS DATE))
+    )""",
+    "ended_by": "CAST(NULL AS VARCHAR)",
     "source_file": "$paths[file_no + 1]",
     "source_line": "ordinal + 1",  # the line, unless its file is irregular (`fix_lines`)
     "version_id": "coalesce(previous.version_id, $version_id)",
@@ -202,68 +211,6 @@ def delete_later_duplicates(con: duckdb.DuckDBPyConnection) -> int:
     if duplicates:
         con.execute(DELETE_LATER_DUPLICATES)
     return int(duplicates)
-
-
-# Two records of one fee line in force on the same day (docs/raw-format.md, "Fee lines"). In
-# each line's order (start, then record id), a record overlaps an earlier one exactly when it
-# starts on or before the latest end among them; it is paired with the record holding that end
-# (the first such, for a stable answer). Every record that overlaps another is in some pair.
-OPEN_END: Final = "coalesce(effective_end, DATE '9999-12-31')"
-CREATE_OVERLAPS: Final = f"""
-CREATE TABLE overlap_pairs AS
-SELECT position, latest AS other
-FROM (
-    SELECT
-        rowid AS position,
-        effective_start,
-        max({OPEN_END}) OVER earlier AS latest_end,
-        arg_max(rowid, {{'end': {OPEN_END}, 'first': -rowid}}) OVER earlier AS latest
-    FROM {RECORDS}
-    WINDOW earlier AS (
-        PARTITION BY line_id ORDER BY effective_start, record_id
-        ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING
-    )
-)
-WHERE effective_start <= latest_end
-"""
-
-# Each record of a pair is a problem naming the other, at its raw file and line (the problems
-# table is keyed by file number and ordinal: `ingest.stage.CREATE_TABLES`).
-LIST_OVERLAPS: Final = f"""
-INSERT INTO problems
-SELECT
-    files.file_no,
-    coalesce(line_map.ordinal, records.source_line - 1),
-    $column_no,
-    'effective_start',
-    strftime(records.effective_start, '%Y-%m-%d'),
-    'overlaps ' || others.source_file || ', line ' || others.source_line
-        || ' (the same fee line, in force ' || strftime(others.effective_start, '%Y-%m-%d')
-        || ' to ' || coalesce(strftime(others.effective_end, '%Y-%m-%d'), 'no end') || ')'
-FROM (
-    SELECT position, other FROM overlap_pairs UNION ALL SELECT other, position FROM overlap_pairs
-) AS pairs
-JOIN {RECORDS} AS records ON records.rowid = pairs.position
-JOIN {RECORDS} AS others ON others.rowid = pairs.other
-JOIN files ON files.path = records.source_file
-LEFT JOIN line_map
-    ON line_map.file_no = files.file_no AND line_map.line = records.source_line
-"""
-OVERLAPPING: Final = "SELECT position FROM overlap_pairs UNION SELECT other FROM overlap_pairs"
-COUNT_OVERLAPPING: Final = f"SELECT count(*) FROM ({OVERLAPPING})"
-DELETE_OVERLAPPING: Final = f"DELETE FROM {RECORDS} WHERE rowid IN ({OVERLAPPING})"
-
-
-def reject_overlaps(con: duckdb.DuckDBPyConnection) -> int:
-    """List a problem for each record in force on a day another record of its line is, and
-    delete them all (which of two is right is not the ingest's to guess); returns how many."""
-    con.execute(CREATE_OVERLAPS)
-    [(overlapping,)] = con.execute(COUNT_OVERLAPPING).fetchall()
-    if overlapping:
-        con.execute(LIST_OVERLAPS, {"column_no": RAW_COLUMNS.index("effective_start")})
-        con.execute(DELETE_OVERLAPPING)
-    con.execute("DROP TABLE overlap_pairs")
-    return int(overlapping)
 
 
 # A plain scan keeps the table's order (and skips deleted rows), so the copy's rowids are again

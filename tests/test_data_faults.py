@@ -16,6 +16,7 @@ import pytest
 from ingest.layout import LAYOUT_VERSION
 from ingest.pipeline import IngestResult, run_ingest
 from ingest.publish import publish
+from ingest.schema import SCHEMA_VERSION
 from service.dataset.engine import QueryTimeout
 from service.dataset.version import Dataset
 from service.settings import Settings
@@ -157,7 +158,7 @@ def extra_venue(version_dir: Path) -> None:
         (drop_venue, "memx (0 records, manifest 3)"),
         (extra_venue, "iex (3 records, manifest 0)"),
         (older_schema, f"written for schema 1 and layout {LAYOUT_VERSION}, this service reads "
-                       f"schema 4 and layout {LAYOUT_VERSION}: run `fees ingest`"),
+                       f"schema {SCHEMA_VERSION} and layout {LAYOUT_VERSION}: run `fees ingest`"),
         (drop_serving_copy, "serving.duckdb is missing"),
         (drop_index, "index is missing"),
         (lambda version_dir: (version_dir / "index" / "records.arrow").unlink(),

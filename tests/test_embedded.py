@@ -25,7 +25,9 @@ def query(version: IngestResult, sql: str) -> list[tuple[object, ...]]:
 
 
 def test_committed_files_are_what_the_script_writes(tmp_path: Path) -> None:
-    built = embedded.build(embedded.read_table(embedded.FACTS), embedded.asset_classes())
+    built = embedded.build(
+        embedded.read_table(embedded.FACTS), embedded.asset_classes(), embedded.read_links()
+    )
     for venue, rows in built.items():
         embedded.write(venue, rows, tmp_path)
     committed = sorted(path.name for path in embedded.RAW_DIR.glob("*.csv"))
@@ -129,27 +131,8 @@ def test_a_market_wide_fee_is_repeated_on_the_venues_of_its_class_with_facts_of_
         ([fact("lse")], "facts.csv names venues missing from the registry: ['lse']"),
         ([fact("nyse"), fact("nyse")], "nyse: facts.csv holds the same line twice"),
         ([fact("nyse"), fact("@equity", "option")], "@equity fee: @equity with a option fee"),
-        (
-            [
-                fact("nyse", effective_start="2020-01-02"),
-                fact("nyse", fee_amount="$1", effective_start="2020-01-02"),
-            ],
-            "nyse: 'nyse fee' from 2020-01-02: two records of one line start on the same day",
-        ),
-        (
-            [
-                fact("nyse", effective_start="2020-01-02", effective_end="2020-12-31"),
-                fact(
-                    "nyse",
-                    fee_amount="$1",
-                    effective_start="2020-06-01",
-                    effective_end="2020-06-30",
-                ),
-            ],
-            "nyse: 'nyse fee' from 2020-06-01: ending the earlier record would drop days",
-        ),
     ],
-    ids=["unknown-venue", "twice", "class-mismatch", "same-start", "would-drop-days"],
+    ids=["unknown-venue", "twice", "class-mismatch"],
 )
 def test_facts_that_cannot_be_published_stop_the_build(
     facts: list[dict[str, str]], message: str
@@ -157,30 +140,6 @@ def test_facts_that_cannot_be_published_stop_the_build(
     with pytest.raises(ValueError) as caught:
         embedded.build(facts, {"nyse": {"equity"}})
     assert str(caught.value) == message
-
-
-def test_a_reading_still_open_when_its_line_s_next_one_starts_ends_the_day_before() -> None:
-    built = embedded.build(
-        [
-            fact("nyse", fee_amount="$3", effective_start="2022-03-01", date_basis="stated"),
-            fact("nyse", fee_amount="$1", effective_start="2020-01-02", date_basis="stated",
-                 notes="from the alert"),
-            fact("nyse", fee_amount="$2", effective_start="2021-06-01", effective_end="2022-12-31",
-                 date_basis="observed"),
-            fact("nyse", fee_name="Another line", effective_start="2020-06-01"),
-        ],
-        {"nyse": {"equity"}},
-    )  # fmt: skip
-    rows = {(row["fee_name"], row["fee_amount"]): row for row in built["nyse"]}
-    first, second, third = (rows["nyse fee", amount] for amount in ("$1", "$2", "$3"))
-    assert (first["effective_end"], first["date_basis"]) == ("2021-05-31", "derived")
-    assert first["notes"] == (
-        "from the alert; end: the day before this line's next record ($2 from 2021-06-01)"
-    )
-    # an observed row stays observed; a stated end reaching into the next record is cut too
-    assert (second["effective_end"], second["date_basis"]) == ("2022-02-28", "observed")
-    assert (third["effective_end"], third["date_basis"]) == ("", "stated")
-    assert rows["Another line", ""]["effective_end"] == ""
 
 
 def test_a_real_rate_change_is_one_line_with_its_before_and_after(

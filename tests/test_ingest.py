@@ -66,6 +66,9 @@ def test_round_trip_keeps_every_value_and_derives_columns(fixture_version: Inges
         **dict.fromkeys(DETAIL_COLUMNS),
         **dict.fromkeys(PROVENANCE_COLUMNS),
         "line_name": None,
+        "standard": False,  # an older file says nothing of standard rates: none is
+        "complete_scope": None,
+        "complete_as_of": None,
     }
     assert (first["amount"], first["currency"], first["unit"]) == (
         Decimal("-0.0012"),
@@ -143,7 +146,7 @@ def test_manifest_counts_rows_rejects_and_duplicates(fixture_version: IngestResu
         "problems": 9,
         "duplicates": 1,
         "venues": {"memx": 3, "nasdaq": 8, "nyse": 2},
-        "schema_version": 4,
+        "schema_version": 5,
     }  # fmt: skip
     assert [(f["path"], f["rejected_rows"]) for f in manifest["files"]] == [
         ("bad_rows.csv", 5),
@@ -214,15 +217,13 @@ def documented_line_id(row: dict[str, str]) -> str:
     return str(uuid.UUID(hashlib.md5(text.encode()).hexdigest()))
 
 
-def test_a_fee_line_keeps_its_id_through_new_rates_and_a_renamed_label(tmp_path: Path) -> None:
+def test_a_fee_line_keeps_its_id_through_new_rates(tmp_path: Path) -> None:
     first = fee_row(effective_end="2021-05-31")
     rows = [
         first,
         fee_row(fee_amount="($0.0015)", effective_start="2021-06-01", source_kind="secondary",
                 effective_end="2022-02-28"),
-        # the schedule renamed the line: `line_name` keeps it on the line
-        fee_row(fee_name="Adding displayed liquidity", line_name="Adding credit",
-                fee_amount="($0.0016)", effective_start="2022-03-01"),
+        fee_row(fee_amount="($0.0016)", effective_start="2022-03-01"),
         fee_row(volume_tier="Tier 1"),  # another tier: another line
         fee_row(fee_name="Adding credit, sub-dollar", fee_amount="(0.05%)"),  # another label
     ]  # fmt: skip
@@ -232,27 +233,32 @@ def test_a_fee_line_keeps_its_id_through_new_rates_and_a_renamed_label(tmp_path:
     assert ids[0] == ids[1] == ids[2] == documented_line_id(first)
     assert ids[3] == documented_line_id(rows[3]) and ids[4] == documented_line_id(rows[4])
     assert len({ids[0], ids[3], ids[4]}) == 3
-    assert records[2]["line_name"] == "Adding credit"
-    assert records[2]["fee_name"] == "Adding displayed liquidity"
 
 
 def test_records_of_one_line_in_force_on_one_day_are_all_rejected_naming_each_other(
     tmp_path: Path,
 ) -> None:
+    """By their own dates: a start shared, or an end a row gives reaching the next record. (A
+    record with no end is ended by the next one: `tests/test_lives.py`.)"""
     rows = [
         fee_row(effective_end="2020-12-31"),  # line 2: overlaps line 4
-        fee_row(fee_amount="($0.0015)", effective_start="2021-06-01"),  # line 3: overlaps 5
+        fee_row(fee_amount="($0.0015)", effective_start="2021-06-01"),  # line 3: ended by 5
         fee_row(fee_amount="($0.0014)", effective_start="2020-06-01",
                 effective_end="2021-01-31"),  # line 4
         fee_row(fee_amount="($0.0016)", effective_start="2024-01-01"),  # line 5: after line 3
         fee_row(effective_start="2019-01-01", effective_end="2020-01-02"),  # line 6: one day
         fee_row(fee_name="Other line", effective_start="2020-06-01"),  # line 7: its own line
         fee_row(fee_name="Other line", effective_start="2020-06-01"),  # an exact duplicate
+        fee_row(fee_name="Other line", fee_amount="$0.0001",
+                effective_start="2020-06-01"),  # line 9: line 7's start, another figure
     ]  # fmt: skip
     write_raw(tmp_path / "raw" / "one.csv", rows)
     result = ingest(tmp_path / "raw", tmp_path / "data")
     kept = read_fees(result.version_dir)
-    assert [record["source_line"] for record in kept] == [7]
+    assert [(record["source_line"], str(record["effective_end"])) for record in kept] == [
+        (3, "2023-12-31"),
+        (5, "None"),
+    ]
     assert (result.rejected_rows, result.duplicates) == (5, 1)
     reasons = {(reject["line"], reject["reason"]) for reject in read_rejects(result.version_dir)}
     assert all(reject["column"] == "effective_start" for reject in read_rejects(result.version_dir))
@@ -262,8 +268,8 @@ def test_records_of_one_line_in_force_on_one_day_are_all_rejected_naming_each_ot
         ("6", fmt.format(2, "2020-01-02", "2020-12-31")),
         ("2", fmt.format(4, "2020-06-01", "2021-01-31")),
         ("4", fmt.format(2, "2020-01-02", "2020-12-31")),
-        ("5", fmt.format(3, "2021-06-01", "no end")),
-        ("3", fmt.format(5, "2024-01-01", "no end")),
+        ("7", fmt.format(9, "2020-06-01", "no end")),
+        ("9", fmt.format(7, "2020-06-01", "no end")),
     }
 
 
@@ -343,8 +349,9 @@ def test_strict_mode_leaves_the_previous_version_current(raw_dir: Path, tmp_path
 
 HEADER = ",".join(RAW_COLUMNS)
 HEADER_RULE = (
-    f"header must be exactly: {HEADER} (or that of schema 3, which stops after uncertain, "
-    "of schema 2, after extra_info, or of schema 1, after page_number)"
+    f"header must be exactly: {HEADER} (or that of schema 4, which stops after line_name, "
+    "of schema 3, after uncertain, of schema 2, after extra_info, or of schema 1, after "
+    "page_number)"
 )
 V1_LINE = "nyse,equity,fees_and_rebates,make,all,,,,Credit,$0.10,per share,,,,2020-01-02,,Doc,,1"
 GOOD_LINE = V1_LINE + "," * (len(RAW_COLUMNS) - len(V1_RAW_COLUMNS))
@@ -365,15 +372,15 @@ GOOD_LINE = V1_LINE + "," * (len(RAW_COLUMNS) - len(V1_RAW_COLUMNS))
         ),
         (
             f"{HEADER}\n{GOOD_LINE}\n{GOOD_LINE},extra\n".encode(),
-            "malformed file bad.csv, line 3: expected 30 fields, found 31",
+            "malformed file bad.csv, line 3: expected 33 fields, found 34",
         ),
         (
             f"{HEADER}\n\n{GOOD_LINE}\nnyse,equity\n".encode(),
-            "malformed file bad.csv, line 4: expected 30 fields, found 2",
+            "malformed file bad.csv, line 4: expected 33 fields, found 2",
         ),
         (
             f"{','.join(V1_RAW_COLUMNS)}\n{GOOD_LINE}SPY\n".encode(),
-            "malformed file bad.csv, line 2: expected 19 fields, found 30",
+            "malformed file bad.csv, line 2: expected 19 fields, found 33",
         ),
         (
             f"{HEADER}\n{GOOD_LINE}\n".encode() + b"nyse,\xff\xfe" + GOOD_LINE[5:].encode(),
@@ -492,7 +499,7 @@ def test_if_stale_publishes_only_when_nothing_servable_is_current(
     assert main(["--raw", str(tmp_path / "embedded"), *args]) == 0
     assert layout.current_version_dir(data) == mine
     assert capsys.readouterr().out == (
-        f"a version of schema 4 and layout {layout.LAYOUT_VERSION} is current (--if-stale): "
+        f"a version of schema 5 and layout {layout.LAYOUT_VERSION} is current (--if-stale): "
         f"version {mine.name} is "
         "current; nothing published\n"
     )

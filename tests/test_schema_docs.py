@@ -50,5 +50,6 @@ def test_raw_format_page_lists_the_unit_rules_in_their_order() -> None:
     text = (DOCS / "raw-format.md").read_text(encoding="utf-8")
     section = text.split("## Amounts and units", 1)[1].split("\n## ", 1)[0]
     listed = re.findall(r"^\| `([a-z_]+)` \|", section, flags=re.MULTILINE)
-    assert listed == [unit for unit, _ in MONEY_RULES] + ["percent_of_value"]
+    # First the limits (`ingest.units.IS_LIMIT`), then the money rules, then percentages.
+    assert listed == ["other"] + [unit for unit, _ in MONEY_RULES] + ["percent_of_value"]
     assert set(listed) == set(UNITS)

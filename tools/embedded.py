@@ -15,16 +15,18 @@ table unchanged. Two things happen on the way:
   history starts where its own sources do, and a venue with no facts of its own gets none: a
   market-wide fee never makes a venue look covered.
 
-- The records of one fee line (`ingest.schema.LINE_COLUMNS`) are put in force one at a time,
-  as the ingest requires (`docs/raw-format.md`, "Fee lines"). Successive readings of a line
-  mostly give only a start ("no end known"), so in start order a record still in force when
-  the line's next record starts is ended the day before it: its end is then `derived` from the
-  next reading (a `stated` row becomes `derived`: a row takes its weakest date basis), and its
-  notes say from which. A cut that would drop days the next record does not cover, or two
-  records of a line starting on one day, stops the build for a reader to settle.
+- A reader's decision that readings printed under other labels or tiers are one fee line
+  (`data/facts/links.csv`, `joined`: `docs/raw-format.md`, "Fee lines") gives each fact of
+  the venue, fee type, label and tier it names that line's `line_name`. Decisions that two
+  lines are not one (`apart`) are kept for the review tool (`tools.lines`) and change nothing
+  here. A decision naming no fact, or a label joined to two lines, stops the build.
+
+A fact's end is its source's: where the source gives none, the ingest ends the record when
+the line's next reading or a complete schedule shows it gone (`docs/raw-format.md`, "Ends the
+ingest derives").
 
 Nothing is invented: no figure, date or source is made up, and a fact keeps its dates as its
-source gives them, except for an end derived as above. The `evidence` column (a quote from the
+source gives them. The `evidence` column (a quote from the
 source, where the reader kept one) is for reviewers and is not published. Run
 `python -m tools.embedded` (`make embedded`); it rewrites `data/raw/` to hold exactly one file
 per venue with rows.
@@ -32,15 +34,14 @@ per venue with rows.
 
 import csv
 from collections import defaultdict
-from datetime import date, timedelta
-from itertools import pairwise
 from pathlib import Path
 from typing import Final
 
-from ingest.schema import LINE_COLUMNS, LINE_NAME, RAW_COLUMNS
+from ingest.schema import LINE_NAME, RAW_COLUMNS
 
 ROOT: Final = Path(__file__).resolve().parent.parent
 FACTS: Final = ROOT / "data" / "facts" / "facts.csv"
+LINKS: Final = ROOT / "data" / "facts" / "links.csv"
 RAW_DIR: Final = ROOT / "data" / "raw"
 REGISTRY: Final = ROOT / "data" / "exchanges.csv"
 
@@ -55,15 +56,57 @@ FACT_COLUMNS: Final = (
 )
 MARKET_WIDE: Final = "@"
 
+# A reader's decision on one label of a venue's fee type (with its tier): it is (`joined`) or is
+# not (`apart`) a reading of the line named `line_name`; `evidence` says why.
+LINK_COLUMNS: Final = (
+    "venue",
+    "fee_type",
+    "line_name",
+    "fee_name",
+    "volume_tier",
+    "decision",
+    "evidence",
+)
+DECISIONS: Final = ("joined", "apart")
+
 Row = dict[str, str]
+Label = tuple[str, str, str, str]  # venue, fee type, label, tier
 
 
-def read_table(path: Path) -> list[Row]:
+def read_table(path: Path, columns: tuple[str, ...] = FACT_COLUMNS) -> list[Row]:
     with path.open(newline="", encoding="utf-8") as handle:
         reader = csv.DictReader(handle, strict=True)
-        if tuple(reader.fieldnames or ()) != FACT_COLUMNS:
-            raise ValueError(f"{path}: the header must be {','.join(FACT_COLUMNS)}")
+        if tuple(reader.fieldnames or ()) != columns:
+            raise ValueError(f"{path}: the header must be {','.join(columns)}")
         return list(reader)
+
+
+def read_links(path: Path = LINKS) -> list[Row]:
+    links = read_table(path, LINK_COLUMNS)
+    wrong = [link for link in links if link["decision"] not in DECISIONS or not link["evidence"]]
+    if wrong:
+        raise ValueError(f"{path}: a decision is joined or apart, with its evidence: {wrong[0]}")
+    return links
+
+
+def label_of(row: Row) -> Label:
+    return (row["venue"], row["fee_type"], row["fee_name"], row["volume_tier"])
+
+
+def line_names(facts: list[Row], links: list[Row]) -> dict[Label, str]:
+    """The line each joined label belongs to; raises ValueError for a decision naming no fact
+    or a label joined to two lines."""
+    labels = {label_of(fact) for fact in facts}
+    names: dict[Label, str] = {}
+    for link in links:
+        if link["decision"] != "joined":
+            continue
+        label = label_of(link)
+        if label not in labels:
+            raise ValueError(f"links.csv: no fact has the label {label}")
+        if names.setdefault(label, link["line_name"]) != link["line_name"]:
+            raise ValueError(f"links.csv: {label} is joined to two lines")
+    return names
 
 
 def asset_classes() -> dict[str, set[str]]:
@@ -83,41 +126,17 @@ def reading_order(row: Row) -> tuple[str, ...]:
     return (*(row[key] for key in keys), row["effective_start"], row["source_url"])
 
 
-def line_of(row: Row) -> tuple[str, ...]:
-    """The row's fee line: its values of `LINE_COLUMNS` as the ingest reads them (trimmed,
-    the label being `line_name` when given, else `fee_name`)."""
-    values = row | {"label": row[LINE_NAME].strip() or row["fee_name"]}
-    return tuple(values[name].strip() for name in LINE_COLUMNS)
-
-
-def one_at_a_time(rows: list[Row]) -> None:
-    """End each record still in force when its line's next record starts the day before it
-    (module docstring); raises ValueError where that is not a reading's to decide."""
-    lines: dict[tuple[str, ...], list[Row]] = defaultdict(list)
-    for row in rows:
-        lines[line_of(row)].append(row)
-    for records in lines.values():
-        records.sort(key=lambda row: row["effective_start"])
-        for earlier, later in pairwise(records):
-            start, end = later["effective_start"], earlier["effective_end"]
-            if end and end < start:
-                continue
-            where = f"{earlier['exchange']}: {earlier['fee_name']!r} from {start}"
-            if start == earlier["effective_start"]:
-                raise ValueError(f"{where}: two records of one line start on the same day")
-            if end and end > (later["effective_end"] or end):
-                raise ValueError(f"{where}: ending the earlier record would drop days")
-            earlier["effective_end"] = (date.fromisoformat(start) - timedelta(days=1)).isoformat()
-            if earlier["date_basis"] == "stated":
-                earlier["date_basis"] = "derived"
-            next_one = f"{later['fee_amount']} from {start}"
-            cut = f"end: the day before this line's next record ({next_one})"
-            earlier["notes"] = f"{earlier['notes']}; {cut}" if earlier["notes"] else cut
-
-
-def build(facts: list[Row], registry: dict[str, set[str]]) -> dict[str, list[Row]]:
-    """The published rows per venue, in a stable reading order."""
-    published = [fact for fact in facts if not fact["held_out"]]
+def build(
+    facts: list[Row], registry: dict[str, set[str]], links: list[Row] | None = None
+) -> dict[str, list[Row]]:
+    """The published rows per venue, in a stable reading order, each joined to the line the
+    links name."""
+    names = line_names(facts, links or [])
+    published = [
+        fact | {LINE_NAME: names.get(label_of(fact), fact[LINE_NAME])}
+        for fact in facts
+        if not fact["held_out"]
+    ]
     market_wide = [fact for fact in published if fact["venue"].startswith(MARKET_WIDE)]
     own = [fact for fact in published if not fact["venue"].startswith(MARKET_WIDE)]
     unknown = sorted({fact["venue"] for fact in own} - set(registry))
@@ -141,7 +160,6 @@ def build(facts: list[Row], registry: dict[str, set[str]]) -> dict[str, list[Row
     for venue, rows in groups.items():
         if len({tuple(row.values()) for row in rows}) != len(rows):
             raise ValueError(f"{venue}: facts.csv holds the same line twice")
-        one_at_a_time(rows)
         rows.sort(key=reading_order)
     return dict(sorted(groups.items()))
 
@@ -156,7 +174,7 @@ def write(venue: str, rows: list[Row], out: Path = RAW_DIR) -> Path:
 
 
 def main() -> None:
-    groups = build(read_table(FACTS), asset_classes())
+    groups = build(read_table(FACTS), asset_classes(), read_links())
     RAW_DIR.mkdir(parents=True, exist_ok=True)
     for stale in RAW_DIR.glob("*.csv"):
         if stale.stem not in groups:
