@@ -81,7 +81,9 @@ def read_table(path: Path, columns: tuple[str, ...] = FACT_COLUMNS) -> list[Row]
         return list(reader)
 
 
-def read_links(path: Path = LINKS) -> list[Row]:
+def read_links(path: Path | None = None) -> list[Row]:
+    """The links table (`LINKS` unless another is given)."""
+    path = path or LINKS
     links = read_table(path, LINK_COLUMNS)
     wrong = [link for link in links if link["decision"] not in DECISIONS or not link["evidence"]]
     if wrong:
