@@ -198,7 +198,9 @@ def _account_rejects(build: _Build, rows_read: int, kept: int, strict: bool) -> 
             f"nothing published. First: {describe_reject(rejects.first[0])}"
         )
     con.execute(stage.copy_rejects(build.version / "rejects.csv"))
-    if kept == 0:
+    # What is left to publish (the rows kept, less their duplicates and repeated readings).
+    [(records,)] = con.execute(write.COUNT_RECORDS).fetchall()
+    if records == 0:
         raise IngestError("no valid records in the raw files; nothing published")
     return rejects
 

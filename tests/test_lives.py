@@ -5,11 +5,16 @@ its life."""
 
 import hashlib
 import json
+import tempfile
 import uuid
+from dataclasses import dataclass
+from datetime import date, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from ingest import layout
 from ingest.errors import IngestError
@@ -337,7 +342,116 @@ def test_a_label_that_is_a_limit_is_not_counted_as_a_rate(
 def test_an_input_whose_every_row_conflicts_publishes_nothing(tmp_path: Path) -> None:
     write_raw(
         tmp_path / "raw" / "one.csv",
-        [fee_row(), fee_row(fee_amount="($0.0015)")],  # one line, one start, two figures
+        # one line, one start, two figures; the third repeats the first
+        [fee_row(), fee_row(fee_amount="($0.0015)"), fee_row(source_url=MAR)],
     )
     with pytest.raises(IngestError, match="no valid records"):
         run_ingest(tmp_path / "raw", tmp_path / "data", registry=REGISTRY)
+
+
+# The rules of "Ends the ingest derives" and "Confirmed through, or presumed", written out plainly
+# for inputs of open readings (the property test below holds the ingest to them).
+DAY0 = date(2024, 1, 1)
+LABELS = ("Line A", "Line B", "Line C")
+FIGURES = ("($0.0010)", "($0.0020)")
+
+
+@dataclass(frozen=True)
+class Reading:
+    line: int  # LABELS[line]; the last label is of another fee category
+    day: int  # its start, days after DAY0
+    figure: int  # FIGURES[figure]
+    listed: bool  # read in a complete schedule: of its start day, or `later` days after it
+    later: int
+
+    @property
+    def as_of(self) -> int:
+        return self.day + self.later
+
+    def row(self, number: int) -> dict[str, str]:
+        start = (DAY0 + timedelta(days=self.day)).isoformat()
+        values = {
+            "fee_name": LABELS[self.line],
+            "fee_amount": FIGURES[self.figure],
+            "effective_start": start,
+            "source_url": f"https://example.test/r{number}",
+        }
+        if self.line == len(LABELS) - 1:
+            values["fee_category"] = "port_fees_and_other_services"
+        if self.listed:
+            values |= {
+                "source_url": f"https://example.test/schedule-{self.as_of}",
+                "complete_scope": "fee_category",
+                "complete_as_of": (DAY0 + timedelta(days=self.as_of)).isoformat(),
+            }
+        return fee_row(**values)
+
+
+def expected_lives(readings: list[Reading]) -> dict[tuple[str, str], tuple[object, ...]]:
+    """Per (label, start) of each published record: its end, its confirmation, its ender."""
+    category = {line: line == len(LABELS) - 1 for line in range(len(LABELS))}
+    schedules = {(category[r.line], r.as_of) for r in readings if r.listed}
+    listed = {(r.line, r.as_of) for r in readings if r.listed}
+    records = {}  # (line, start) -> the latest day its readings show
+    for line, day in {(r.line, r.day) for r in readings}:
+        group = [r for r in readings if (r.line, r.day) == (line, day)]
+        if len({r.figure for r in group}) == 1:  # one figure: repeats; two: a conflict
+            records[line, day] = max(r.as_of if r.listed else r.day for r in group)
+    found = {}
+    for (line, day), shown in records.items():
+        later = [start for (other, start) in records if other == line and start > day]
+        omitted = [
+            when for (kind, when) in schedules
+            if kind == category[line] and when > day and (line, when) not in listed
+        ]  # fmt: skip
+        by_next, by_schedule = min(later, default=None), min(omitted, default=None)
+        end: int | None = None
+        ended_by = None
+        if by_schedule is not None and (by_next is None or by_schedule <= by_next):
+            end, ended_by = by_schedule - 1, f"https://example.test/schedule-{by_schedule}"
+            confirmed = min(shown, end)
+        elif by_next is not None:
+            end = confirmed = by_next - 1
+        else:
+            confirmed = shown
+        found[LABELS[line], str(DAY0 + timedelta(days=day))] = (
+            None if end is None else str(DAY0 + timedelta(days=end)),
+            str(DAY0 + timedelta(days=confirmed)),
+            ended_by,
+        )
+    return found
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.lists(
+        st.builds(
+            Reading,
+            line=st.integers(0, len(LABELS) - 1),
+            day=st.integers(0, 40).map(lambda day: day - day % 4),  # days that often meet
+            figure=st.integers(0, len(FIGURES) - 1),
+            listed=st.booleans(),
+            later=st.sampled_from((0, 4)),
+        ),
+        min_size=1,
+        max_size=10,
+    )
+)
+def test_ends_and_confirmations_follow_the_documented_rules(readings: list[Reading]) -> None:
+    with tempfile.TemporaryDirectory() as scratch:
+        raw = Path(scratch) / "raw"
+        write_raw(raw / "a.csv", [reading.row(number) for number, reading in enumerate(readings)])
+        try:
+            result = run_ingest(raw, Path(scratch) / "data", registry=REGISTRY)
+        except IngestError:  # every row in conflict: nothing to publish
+            assert expected_lives(readings) == {}
+            return
+        published = {
+            (record["fee_name"], str(record["effective_start"])): (
+                str(record["effective_end"]) if record["effective_end"] else None,
+                str(record["confirmed_through"]),
+                record["ended_by"],
+            )
+            for record in read_fees(result.version_dir)
+        }
+    assert published == expected_lives(readings)
