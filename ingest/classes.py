@@ -22,11 +22,12 @@ Array = npt.NDArray[Any]
 
 # The results index's arrays the class index is made from (by position), besides the classes
 # and the ranks.
-CLASSES_READ: Final = ("exchange", "unit", "effective_start", "effective_end")
+CLASSES_READ: Final = ("exchange", "unit", "effective_start", "effective_end", "confirmed_through")
 # Copied into the index's amount order: file name -> the results index's array.
 COPIED: Final = {
     "class_start": "effective_start",
     "class_end": "effective_end",
+    "class_confirmed": "confirmed_through",
     "class_amount": "amount_rank",
 }
 # Sorted within each group on their own: file name -> the results index's array.

@@ -35,8 +35,9 @@ from ingest.schema import CLOSED_VALUES, SCHEMA_VERSION, UNITS
 # of another layout lacks what the service reads, and is refused there (`servable`); it is part
 # of the input digest, so raising it makes the next ingest rebuild unchanged inputs. 2: the
 # rollups; 3: the record summary, the change list and the unit codes; 4: the class index and
-# the change list by class.
-LAYOUT_VERSION: Final = 4
+# the change list by class; 5: the confirmations (`confirmed_through`, `class_confirmed`), the
+# `standard` codes and `ended_by` in the record summary.
+LAYOUT_VERSION: Final = 5
 
 # Where versions are published when neither `--data` nor FEES_DATA_DIR says.
 DEFAULT_DATA_DIR: Final = Path("data/warehouse")
@@ -66,6 +67,7 @@ CODE_TYPES: Final[dict[str, type[np.integer[Any]]]] = {
     **dict.fromkeys(CODED, np.uint8),
     "effective_start": np.int32,
     "effective_end": np.int32,
+    "confirmed_through": np.int32,
     "version_id": np.uint16,
 }
 # The line index: `line_order`, every position in line order (line id, then effective start);
@@ -89,6 +91,7 @@ SUMMARY_COLUMNS: Final = (
     "fee_basis",
     "source_document",
     "source_url",
+    "ended_by",
 )
 # A record's class: its codes of `CLASSED`, the dimensions a comparison and a filtered change
 # list select by, as one number in mixed radix (`class_numbers`, in code order: a fee type's
@@ -100,8 +103,9 @@ CLASSES: Final = int(np.prod(CLASS_RADIX))
 # The class index (`ingest.classes`), for the comparisons: the positions grouped by venue code,
 # class and slot (a slot: the unit's code * 2, plus 1 when the amount is not a plain money
 # figure), in amount order within a group (amount rank, then record id), as `class_order`;
-# beside it, in the same order, `class_start`, `class_end` (as `effective_start` and
-# `effective_end`) and `class_amount` (as `amount_rank`); each group's starts and ends again,
+# beside it, in the same order, `class_start`, `class_end`, `class_confirmed` (as
+# `effective_start`, `effective_end` and `confirmed_through`) and `class_amount` (as
+# `amount_rank`); each group's starts and ends again,
 # each sorted on its own (`class_sorted_start`, `class_sorted_end`: a group's records in force
 # on a day are those started by then less those ended before it, two binary searches); and
 # `class_bounds`, where each group begins (indexed by `group_number`; then the length).
@@ -110,6 +114,7 @@ CLASS_FILES: Final = (
     "class_order",
     "class_start",
     "class_end",
+    "class_confirmed",
     "class_amount",
     "class_sorted_start",
     "class_sorted_end",

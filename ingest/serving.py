@@ -69,6 +69,7 @@ SELECT
 },
     CAST(effective_start - DATE '1970-01-01' AS INTEGER) AS effective_start,
     coalesce(CAST(effective_end - DATE '1970-01-01' AS INTEGER), {NO_END}) AS effective_end,
+    CAST(confirmed_through - DATE '1970-01-01' AS INTEGER) AS confirmed_through,
     CAST(list_position($versions, version_id) AS USMALLINT) AS version_id
 FROM {RECORDS}
 """
@@ -114,7 +115,8 @@ SELECT
     currency,
     fee_basis,
     source_document,
-    source_url
+    source_url,
+    ended_by
 FROM {RECORDS}
 """
 SUMMARY_BATCH: Final = 122_880  # rows per record batch: DuckDB's row group

@@ -8,11 +8,12 @@ counted, not compared. The results index finds the lines and their extremes by a
 (`ClassIndex.spreads`); the record summary prints them.
 """
 
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 from typing import Any, Final
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 from starlette.requests import Request
 from starlette.responses import Response
 
@@ -32,11 +33,14 @@ from service.results import refuse_hidden, venue_codes, vocabulary_filters
 # known end counts as in force on any later day, and may lead a comparison only for that.
 LINE_FILTERS: Final = tuple(
     name for name, column in queries.RESULT_FILTERS.items()
-    if column in (*CLASSIFYING, *PROVENANCE_COLUMNS) and column != "fee_type"
+    if column in (*CLASSIFYING, *PROVENANCE_COLUMNS, "standard") and column != "fee_type"
 )  # fmt: skip
-COMPARE_PARAMS: Final = (*LINE_FILTERS, "fee_type", "as_of", "unit", "format")
+COMPARE_PARAMS: Final = (*LINE_FILTERS, "fee_type", "as_of", "max_age_days", "unit", "format")
 DEFAULT_CATEGORY: Final = "fees_and_rebates"
 DEFAULT_UNIT: Final = {"equity": "per_share", "option": "per_contract"}
+# A comparison leaves out the records last confirmed more than two years before its day: a
+# figure no source has shown since does not lead a ranking unless asked for (`max_age_days`).
+DEFAULT_MAX_AGE_DAYS: Final = 730
 # The fields of the lowest and the highest record: answer name -> record summary column.
 EXTREME_FIELDS: Final = {
     "amount": "amount",
@@ -47,6 +51,9 @@ EXTREME_FIELDS: Final = {
     "line_id": "line_id",
     "effective_start": "effective_start",
     "effective_end": "effective_end",
+    "confirmed_through": "confirmed_through",
+    "presumed": "presumed",
+    "standard": "standard",
     "source_document": "source_document",
     "source_link": "source_url",
     "source_kind": "source_kind",
@@ -69,14 +76,17 @@ def compare(request: Request) -> Response:
         query.fail("fee_type", "is required", list(CLOSED_VALUES["fee_type"]))
     unit = query.choice("unit", UNITS, DEFAULT_UNIT.get(fee_type, ""))
     as_of = query.day("as_of") or datetime.now(UTC).date()
+    max_age = query.max_age_days(as_of, DEFAULT_MAX_AGE_DAYS)
     kind = query.choice("format", export.FORMATS)
     query.check()
     refuse_hidden(named, account)
     venues = named or [code for code in dataset.visible(account) if dataset.venues[code].records]
     values = {"fee_type": [fee_type], "fee_category": [DEFAULT_CATEGORY]} | values
-    selection = queries.Selection(venues=venues, values=values, in_force_on=as_of)
+    selection = queries.Selection(
+        venues=venues, values=values, in_force_on=as_of, max_age_days=max_age
+    )
     spreads = dataset.classes.spreads(selection, unit)
-    table = _table(dataset, sorted(set(venues)), spreads)
+    table = _table(dataset, sorted(set(venues)), spreads, as_of)
     kind = export.wanted_format(kind or None, request.headers.get("accept", ""))
     if kind != "json":
         name = f"compare-{as_of.isoformat()}-{dataset.version_id}"
@@ -86,24 +96,32 @@ def compare(request: Request) -> Response:
         "as_of": as_of.isoformat(),
         "fee_type": fee_type,
         "unit": unit,
+        "max_age_days": max_age,
+        "left_out_stale": sum(item["left_out_stale"] for item in items),
         "record_count": len(items),
         "query_time_ms": call.elapsed_ms(),
     }
     return JSON({"data": items, "meta": meta})
 
 
-def _table(dataset: Dataset, venues: list[str], spreads: dict[str, Spread]) -> pa.Table:
+def _table(
+    dataset: Dataset, venues: list[str], spreads: dict[str, Spread], day: date
+) -> pa.Table:
     """One row per venue, best first, flat as a download carries it: the venue, its counts, then
     each field of its lowest and highest record (`lowest_<field>`, `highest_<field>`; nulls for
-    a venue with no line compared). The order: the lowest amount, then the venue's code; the
-    venues with none compared last, by code."""
+    a venue with no line compared), `presumed` when `day` is after its last confirmation. The
+    order: the lowest amount, then the venue's code; the venues with none compared last, by
+    code."""
     none = Spread(0, None, None, 0)
     found = {code: spreads.get(code, none) for code in venues}
     compared = [code for code in venues if found[code].compared]
     parts = [
         np.array([getattr(found[code], side) for code in compared], np.int64) for side in EXTREMES
     ]
-    extremes = dict(zip(EXTREMES, dataset.summary.tables(parts), strict=True))
+    extremes = {
+        side: records.append_column("presumed", pc.less(records["confirmed_through"], day))
+        for side, records in zip(EXTREMES, dataset.summary.tables(parts), strict=True)
+    }
     lowest = extremes["lowest"].column("amount").to_pylist()
     order = sorted(range(len(compared)), key=lambda at: (lowest[at], compared[at]))
     rest = [code for code in venues if not found[code].compared]
@@ -115,6 +133,7 @@ def _table(dataset: Dataset, venues: list[str], spreads: dict[str, Spread]) -> p
         "display_name": [dataset.venues[code].display_name for code in ordered],
         "lines": [found[code].compared for code in ordered],
         "lines_in_other_units": [found[code].elsewhere for code in ordered],
+        "left_out_stale": [found[code].stale for code in ordered],
     }
     for side, records in extremes.items():
         taken = records.take(rows)
@@ -125,8 +144,8 @@ def _table(dataset: Dataset, venues: list[str], spreads: dict[str, Spread]) -> p
 def _item(row: dict[str, Any]) -> dict[str, Any]:
     """A venue as JSON answers it: its counts, and its lowest and highest records (each null
     when no line of it was compared)."""
-    item = {name: row[name] for name in ("exchange_name", "display_name", "lines")}
-    item["lines_in_other_units"] = row["lines_in_other_units"]
+    names = ("exchange_name", "display_name", "lines", "lines_in_other_units", "left_out_stale")
+    item = {name: row[name] for name in names}
     for side in EXTREMES:
         record = {name: row[f"{side}_{name}"] for name in EXTREME_FIELDS}
         item[side] = record if record["record_id"] is not None else None

@@ -35,13 +35,15 @@ async def list_exchanges(request: Request) -> JSON:
 
 async def exchange_detail(request: Request) -> JSON:
     """One venue: its span and the values of every filter dimension in its records, or in its
-    records in force on one day (`as_of`). A venue of the registry with no records (on that
+    records in force on one day (`as_of`; those confirmed at most `max_age_days` before it, when
+    given). A venue of the registry with no records (on that
     day) is not found, as it is absent from the list: the compatible service's record has no
     way to say "no span" (its SDK requires both dates)."""
     call = CALL.get()
     account = call.account
-    query = Query(request, ("as_of",))
+    query = Query(request, ("as_of", "max_age_days"))
     as_of = query.day("as_of")
+    max_age = query.max_age_days(as_of)
     query.check()
     dataset = call.dataset
     code = dataset.resolve(request.path_params["exchange_name"])
@@ -51,7 +53,7 @@ async def exchange_detail(request: Request) -> JSON:
         raise Forbidden("You do not have access to the requested exchange.")
     venue = dataset.venues[code]
     if as_of is not None:  # the index's arrays: a thread, so the event loop never waits on them
-        held = await run_in_threadpool(dataset.in_force, [code], as_of)
+        held = await run_in_threadpool(dataset.in_force, [code], as_of, max_age)
         values, span = held.values, (held.earliest, held.latest)
         records = held.count
     else:

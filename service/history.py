@@ -47,6 +47,9 @@ RECORD_FIELDS: Final = {
     "fee_basis": "fee_basis",
     "effective_start": "effective_start",
     "effective_end": "effective_end",
+    "confirmed_through": "confirmed_through",
+    "ended_by": "ended_by",
+    "standard": "standard",
     "source_kind": "source_kind",
     "date_basis": "date_basis",
     "uncertain": "uncertain",
@@ -54,10 +57,11 @@ RECORD_FIELDS: Final = {
     "source_link": "source_url",
 }
 
-# The filters of the change list: the venue and the line's classifying columns it codes.
+# The filters of the change list: the venue, the line's classifying columns it codes, and
+# whether the record the change leads to is a standard rate.
 CHANGE_FILTERS: Final = tuple(
     name for name, column in queries.RESULT_FILTERS.items()
-    if column == "exchange" or column in CLASSED
+    if column in ("exchange", "standard") or column in CLASSED
 )  # fmt: skip
 CHANGE_PARAMS: Final = (
     *CHANGE_FILTERS, "start_date", "end_date", "change_type", "order_dir", "page_size",

@@ -72,6 +72,10 @@ def whole_number(text: str, low: int, high: int | None = None) -> int | None:
     return number if number >= low and (high is None or number <= high) else None
 
 
+# The most days `max_age_days` takes: a century, more than any dataset spans.
+MAX_AGE_DAYS = 36_500
+
+
 class Query:
     """The exchange family's parameters: every problem is collected, then one 422 names all.
 
@@ -153,6 +157,17 @@ class Query:
                 pass
         self.fail(name, "must be a real date in the form YYYY-MM-DD")
         return None
+
+    def max_age_days(self, day: date | None, default: int | None = None) -> int | None:
+        """`max_age_days`: how many days before the answer's day a record's last confirmation
+        may be (`docs/raw-format.md`, "Confirmed through, or presumed"); only an answer for a
+        day (`day`) takes it."""
+        if self.values("max_age_days") is None:
+            return default
+        days = self.integer("max_age_days", default=0, low=0, high=MAX_AGE_DAYS)
+        if day is None:
+            self.fail("max_age_days", "needs as_of: an age is counted back from the answer's day")
+        return days
 
     def window(self) -> tuple[date | None, date | None]:
         start, end = self.day("start_date"), self.day("end_date")

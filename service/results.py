@@ -33,6 +33,7 @@ LIST_PARAMS = (
     "end_date",
     "latest_only",
     "as_of",
+    "max_age_days",
     "format",
     *PAGE_PARAMS,
 )
@@ -51,9 +52,10 @@ def list_results(request: Request) -> Response:
     named = venue_codes(query, dataset, account)
     start, end = query.window()
     latest = query.boolean("latest_only")
-    as_of = _as_of(query)
+    day = _as_of(query) or ((end or datetime.now(UTC).date()) if latest else None)
+    max_age = query.max_age_days(day)
     kind = query.choice("format", export.FORMATS)
-    page = _Page(query)
+    page = _Page(query, day)
     query.check()
     refuse_hidden(named, account)
     selection = queries.Selection(
@@ -61,7 +63,8 @@ def list_results(request: Request) -> Response:
         values=filters,
         start_date=start,
         end_date=end,
-        in_force_on=as_of or ((end or datetime.now(UTC).date()) if latest else None),
+        in_force_on=day,
+        max_age_days=max_age,
     )
     kind = export.wanted_format(kind or None, request.headers.get("accept", ""))
     if kind == "json":
@@ -110,10 +113,11 @@ async def filters(request: Request) -> JSON:
     across their records in force on one day (`as_of`)."""
     call = CALL.get()
     account = call.account
-    query = Query(request, ("exchange_name", "as_of"))
+    query = Query(request, ("exchange_name", "as_of", "max_age_days"))
     dataset = call.dataset
     named = venue_codes(query, dataset, account)
     as_of = query.day("as_of")
+    max_age = query.max_age_days(as_of)
     query.check()
     refuse_hidden(named, account)
     codes = named or dataset.visible(account)
@@ -128,7 +132,7 @@ async def filters(request: Request) -> JSON:
             },
         }
     else:  # the index's arrays: a thread, so the event loop never waits on them
-        held = await run_in_threadpool(dataset.in_force, codes, as_of)
+        held = await run_in_threadpool(dataset.in_force, codes, as_of, max_age)
         records, values = held.count, held.values
     data = {"exchange_names": list(values["exchange"])}
     for dimension in DETAIL_DIMENSIONS:
@@ -140,12 +144,12 @@ async def filters(request: Request) -> JSON:
 
 
 class _Page:
-    def __init__(self, query: Query) -> None:
+    def __init__(self, query: Query, day: date | None = None) -> None:
         self.size = query.integer("page_size", default=20, low=1, high=100)
         self.number = query.integer("page_number", default=0, low=0)
         self.order_by = query.choice("order_by", tuple(queries.ORDER_COLUMNS), "effective_start")
         self.order_dir = query.choice("order_dir", queries.ORDER_DIRECTIONS, "desc")
-        self.included = _included(query)
+        self.included = _included(query, day)
 
 
 def _page_response(call: Call, dataset: Dataset, selection: queries.Selection, page: _Page) -> JSON:
@@ -187,11 +191,13 @@ def _as_of(query: Query) -> date | None:
     return as_of
 
 
-def _included(query: Query) -> queries.Included:
-    """The optional parts a request asks for. The compatible service answers either
-    relationships flag with both lists (`include_footnotes` alone still lists definitions)."""
+def _included(query: Query, day: date | None = None) -> queries.Included:
+    """The optional parts a request asks for, and the day its answer is for. The compatible
+    service answers either relationships flag with both lists (`include_footnotes` alone
+    still lists definitions)."""
     source, footnotes, definitions = (query.boolean(name) for name in INCLUDE_PARAMS)
-    return queries.Included(source=source, relationships=footnotes or definitions)
+    return queries.Included(source=source, relationships=footnotes or definitions, day=day)
+
 
 
 def scope(dataset: Dataset, account: Account) -> list[str] | None:

@@ -28,7 +28,7 @@ TERM_PARAMS = {
     "participant": ("participants", "fee_participant"),
 }
 WINDOW_PARAMS = ("start_date", "end_date")  # a window: `as_of`, one day, is not given with it
-COUNT_PARAMS = (*TERM_PARAMS, *WINDOW_PARAMS, "as_of")
+COUNT_PARAMS = (*TERM_PARAMS, *WINDOW_PARAMS, "as_of", "max_age_days")
 DATA_PARAMS = (*COUNT_PARAMS, "offset", "limit")
 
 
@@ -47,7 +47,8 @@ def supplier_data(request: Request) -> JSON:
     total, positions = dataset.index.page(
         selection.of(code), "effective_start", "asc", offset, limit
     )
-    records = [_displayed(row) for row in dataset.rows_at(*queries.supplier_records_at(positions))]
+    found = dataset.rows_at(*queries.supplier_records_at(positions, selection.as_of))
+    records = [_displayed(row) for row in found]
     data = selection.echo(code) | _page(records, total, offset, limit)
     return JSON({"success": True, "data": data})
 
@@ -95,8 +96,8 @@ def supplier_data_count(request: Request) -> JSON:
 
 
 class _Selection:
-    """The display-vocabulary filters and the date window (or the one day, `as_of`) of one
-    request, checked."""
+    """The display-vocabulary filters and the date window (or the one day, `as_of`, with the
+    oldest confirmation kept: `max_age_days`) of one request, checked."""
 
     def __init__(self, request: Request) -> None:
         self.start, self.end = params.date_window(request)
@@ -107,6 +108,15 @@ class _Selection:
                 "as_of cannot be combined with a date window",
                 {"field": "as_of", "conflicts_with": given},
             )
+        self.max_age_days = None
+        if "max_age_days" in request.query_params:
+            self.max_age_days = _whole(
+                request, "max_age_days", default=0, low=0, high=params.MAX_AGE_DAYS
+            )
+            if self.as_of is None:
+                raise BadRequest(
+                    "max_age_days needs as_of", {"field": "max_age_days", "requires": "as_of"}
+                )
         self.given: dict[str, str | None] = {}
         self.stored: dict[str, list[str] | None] = {}
         for name, (dimension, _) in TERM_PARAMS.items():
@@ -127,6 +137,7 @@ class _Selection:
             start_date=self.start,
             end_date=self.end,
             in_force_on=self.as_of,
+            max_age_days=self.max_age_days,
         )
 
     def echo(self, code: str) -> dict[str, Any]:

@@ -77,6 +77,27 @@ def read_fees(version_dir: Path) -> list[dict[str, object]]:
     return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
 
 
+# NYSE's standard rates, read in a complete standard-rates schedule of 2023-06-01 and before:
+# what the synthetic rows have none of (`indexed`, `tests/test_lives_http.py`).
+SCHEDULE = "https://example.test/nyse-standard-rates-2023"
+STANDARD_ROWS = [
+    fee_row(fee_name="Base add", standard="true", effective_start="2019-03-01"),
+    fee_row(fee_name="Base add", standard="true", fee_amount="($0.0016)",
+            effective_start="2022-01-03", complete_scope="standard_rates",
+            complete_as_of="2023-06-01", source_url=SCHEDULE),  # changed, listed again
+    fee_row(fee_name="Old base add", standard="true", effective_start="2015-06-01",
+            effective_end="2016-12-31"),
+    fee_row(action="take", fee_name="Base take", fee_amount="$0.0030", standard="true",
+            effective_start="2018-01-02"),
+    fee_row(action="take", fee_name="Base take", fee_amount="$0.0030", standard="true",
+            effective_start="2023-06-01", complete_scope="standard_rates",
+            complete_as_of="2023-06-01", source_url=SCHEDULE),  # read again: no change
+    fee_row(action="routed", fee_name="Routed", fee_amount="$0.0030", standard="true",
+            effective_start="2020-01-02"),  # omitted from the schedule: ended 2023-05-31
+    fee_row(fee_name="Tier 1 add", fee_amount="($0.0020)", effective_start="2021-03-01"),
+]  # fmt: skip
+
+
 @pytest.fixture(scope="session")
 def fixture_version(tmp_path_factory: pytest.TempPathFactory) -> Iterator[IngestResult]:
     """The fixture CSVs ingested once, read-only for the tests that share it."""
@@ -220,6 +241,7 @@ def indexed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Indexed]:
     synth.generate(rows=24_000, out=raw, registry=REGISTRY, rows_per_file=10_000)
     first = run_ingest(raw, data, registry=REGISTRY)
     shutil.copytree(FIXTURES / "raw", raw / "fixtures")
+    write_raw(raw / "fixtures" / "standard.csv", STANDARD_ROWS)
     second = run_ingest(raw, data, registry=REGISTRY)
     dataset = Dataset(second.version_dir, Settings(data_dir=data))
     assert dataset.index is not None

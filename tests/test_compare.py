@@ -26,23 +26,28 @@ REQUESTS = 200
 
 # Each venue's matching records in force on $day: those with an amount in $unit are compared
 # (counted as lines: one record per line on a day), ranked both ways; the others are counted.
+# Records last confirmed before $oldest (when it is given) are left out, counted apart.
 SPREADS = """
 WITH matching AS (
     SELECT exchange, line_id, record_id, amount,
-           coalesce(unit = $unit AND amount IS NOT NULL, false) AS compared
+           coalesce(unit = $unit AND amount IS NOT NULL, false) AS compared,
+           coalesce(confirmed_through < $oldest, false) AS stale
     FROM fees
     WHERE {where} AND effective_start <= $day AND (effective_end IS NULL OR effective_end >= $day)
 ), ranked AS (
     SELECT *,
-        row_number() OVER (PARTITION BY exchange, compared ORDER BY amount, record_id) AS up,
-        row_number() OVER (PARTITION BY exchange, compared ORDER BY amount DESC, record_id) AS down
+        row_number() OVER (PARTITION BY exchange, compared, stale ORDER BY amount, record_id)
+            AS up,
+        row_number() OVER (PARTITION BY exchange, compared, stale ORDER BY amount DESC, record_id)
+            AS down
     FROM matching
 )
 SELECT exchange,
-    count(DISTINCT line_id) FILTER (WHERE compared),
-    any_value(record_id) FILTER (WHERE compared AND up = 1),
-    any_value(record_id) FILTER (WHERE compared AND down = 1),
-    count(*) FILTER (WHERE NOT compared)
+    count(DISTINCT line_id) FILTER (WHERE compared AND NOT stale),
+    any_value(record_id) FILTER (WHERE compared AND NOT stale AND up = 1),
+    any_value(record_id) FILTER (WHERE compared AND NOT stale AND down = 1),
+    count(*) FILTER (WHERE NOT compared AND NOT stale),
+    count(*) FILTER (WHERE stale)
 FROM ranked
 GROUP BY exchange
 ORDER BY exchange
@@ -50,19 +55,20 @@ ORDER BY exchange
 FILTERED = {
     name: column
     for name, column in queries.RESULT_FILTERS.items()
-    if column in (*CLASSIFYING, *PROVENANCE_COLUMNS) and column != "exchange"
+    if column in (*CLASSIFYING, *PROVENANCE_COLUMNS, "standard") and column != "exchange"
 }
 
 
 def sql_spreads(
-    dataset: Dataset, venues: list[str], values: dict[str, list[str]], day: date, unit: str
+    dataset: Dataset, selection: queries.Selection, unit: str
 ) -> dict[str, tuple[Any, ...]]:
-    clauses, parameters = ["list_contains($venues, exchange)"], {"venues": venues}
-    for name, wanted in values.items():
+    clauses, parameters = ["list_contains($venues, exchange)"], {"venues": selection.venues}
+    for name, wanted in selection.values.items():
         clauses.append(f"list_contains(${name}, CAST({FILTERED[name]} AS VARCHAR))")
         parameters[name] = wanted
     sql = SPREADS.format(where=" AND ".join(clauses))
-    rows = dataset.db.query(sql, parameters | {"day": day, "unit": unit})
+    day, oldest = selection.in_force_on, selection.oldest_confirmation()
+    rows = dataset.db.query(sql, parameters | {"day": day, "unit": unit, "oldest": oldest})
     return {row[0]: tuple(row[1:]) for row in rows}
 
 
@@ -72,7 +78,7 @@ def index_spreads(dataset: Dataset, spreads: dict[str, Spread]) -> dict[str, tup
     for venue, spread in spreads.items():
         positions = [NO_RECORD if at is None else at for at in (spread.lowest, spread.highest)]
         lowest, highest = dataset.summary.table(positions)["record_id"].to_pylist()
-        found[venue] = (spread.compared, lowest, highest, spread.elsewhere)
+        found[venue] = (spread.compared, lowest, highest, spread.elsewhere, spread.stale)
     return found
 
 
@@ -94,9 +100,12 @@ def test_spreads_are_exactly_what_sql_finds(indexed: Indexed) -> None:
         )
         usual = {"equity": "per_share", "option": "per_contract"}[values["fee_type"][0]]
         unit = usual if rng.random() < 0.7 else rng.choice(UNITS)
-        selection = queries.Selection(venues=venues, values=values, in_force_on=day)
+        max_age = rng.choice([None, None, 0, 365, 730, 3650])
+        selection = queries.Selection(
+            venues=venues, values=values, in_force_on=day, max_age_days=max_age
+        )
         found = index_spreads(dataset, dataset.classes.spreads(selection, unit))
-        assert found == sql_spreads(dataset, venues, values, day, unit), (venues, values, day)
+        assert found == sql_spreads(dataset, selection, unit), (venues, values, day, max_age)
         compared += sum(spread[0] > 0 for spread in found.values())
     assert compared > REQUESTS // 2  # real comparisons, not only empty ones
 
@@ -110,8 +119,8 @@ def test_the_venue_best_for_the_member_comes_first(client: httpx.Client) -> None
     the biggest rebate is the lowest amount, first; a venue with no line comes last."""
     body = get(client, fee_type="equity", fee_action="make", as_of="2022-01-01").json()
     assert body["meta"] | {"query_time_ms": 0} == {
-        "as_of": "2022-01-01", "fee_type": "equity", "unit": "per_share", "record_count": 3,
-        "query_time_ms": 0,
+        "as_of": "2022-01-01", "fee_type": "equity", "unit": "per_share", "max_age_days": 730,
+        "left_out_stale": 0, "record_count": 3, "query_time_ms": 0,
     }  # fmt: skip
     items = body["data"]
     lowest = [item["lowest"]["amount"] for item in items if item["lowest"]]
@@ -123,9 +132,12 @@ def test_the_venue_best_for_the_member_comes_first(client: httpx.Client) -> None
     assert nasdaq["lowest"]["source_document"] == "Nasdaq Price List 2021"
     assert set(nasdaq["lowest"]) == {
         "amount", "unit", "fee_amount", "label", "record_id", "line_id", "effective_start",
-        "effective_end", "source_document", "source_link", "source_kind", "date_basis",
-        "uncertain",
+        "effective_end", "confirmed_through", "presumed", "standard", "source_document",
+        "source_link", "source_kind", "date_basis", "uncertain",
     }  # fmt: skip
+    assert (nasdaq["lowest"]["confirmed_through"], nasdaq["lowest"]["presumed"]) == (
+        "2021-07-01", True,
+    )  # fmt: skip
     empty = [item for item in items if item["lowest"] is None]
     assert all(item["highest"] is None and item["lines"] == 0 for item in empty)
     assert items[len(lowest) :] == empty
@@ -151,7 +163,7 @@ def test_provenance_filters_keep_the_comparison_to_figures_not_in_doubt(
     for provenance in ({"uncertain": "false"}, {"source_kind": "primary"}):
         assert memx(**provenance) | {"display_name": ""} == {
             "exchange_name": "memx", "display_name": "", "lines": 0, "lines_in_other_units": 0,
-            "lowest": None, "highest": None,
+            "left_out_stale": 0, "lowest": None, "highest": None,
         }, provenance  # fmt: skip
     others = get(client, **params, uncertain="true").json()["data"]
     assert all(item["lowest"] is None for item in others if item["exchange_name"] != "memx")

@@ -18,8 +18,8 @@ RESULTS = "/api/v1/fee-schedule-results/"
 # share.
 HISTORY_FIELDS = (
     "record_id", "fee_charge_type", "fee_amount", "amount", "currency", "unit", "fee_basis",
-    "effective_start", "effective_end", "source_kind", "date_basis", "uncertain",
-    "source_document", "source_link",
+    "effective_start", "effective_end", "confirmed_through", "ended_by", "standard",
+    "source_kind", "date_basis", "uncertain", "source_document", "source_link",
 )  # fmt: skip
 
 

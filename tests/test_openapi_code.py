@@ -55,6 +55,11 @@ FROM_CODE: dict[str, tuple[list[Any], bool]] = {
         }.items()
     },
     "/components/parameters/UncertainFilter/schema/items": (list(CLOSED_VALUES["uncertain"]), True),
+    "/components/parameters/StandardFilter/schema/items": (list(CLOSED_VALUES["standard"]), True),
+    "/components/schemas/FeeScheduleResult/properties/complete_scope/anyOf/0": (
+        list(CLOSED_VALUES["complete_scope"]),
+        True,
+    ),
     "/components/parameters/OrderBy/schema": (list(queries.ORDER_COLUMNS), True),
     "/components/parameters/OrderDir/schema": (list(queries.ORDER_DIRECTIONS), True),
     "/components/parameters/ChangeOrderDir/schema": (list(queries.ORDER_DIRECTIONS), True),
@@ -69,7 +74,7 @@ FROM_CODE: dict[str, tuple[list[Any], bool]] = {
         True,
     ),
     "/components/schemas/InvalidParameterValueDetails/properties/field": (
-        [*supplier_data.TERM_PARAMS, "offset", "limit"],
+        [*supplier_data.TERM_PARAMS, "offset", "limit", "max_age_days"],
         True,
     ),
 }

@@ -88,9 +88,15 @@ def test_list_meta_and_one_whole_item(client: httpx.Client, fixture_version: Ing
             "unit": "per_share",
             "effective_start": "2021-06-01",
             "effective_end": None,
+            "confirmed_through": "2021-06-01",  # its own start: no later reading
+            "presumed": None,  # the answer is not for a day
+            "ended_by": None,
+            "standard": False,
             "source_kind": "primary",
             "date_basis": "stated",
             "uncertain": False,
+            "complete_scope": None,
+            "complete_as_of": None,
             "source_file": "memx.csv",
             "source_line": 4,
         }.items()

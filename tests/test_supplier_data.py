@@ -50,6 +50,9 @@ def test_records_in_the_display_vocabulary_with_amounts(client: httpx.Client) ->
         "source_kind": "primary",
         "date_basis": "stated",
         "uncertain": False,
+        "standard": False,
+        "confirmed_through": "2021-06-01",
+        "presumed": None,
         "source_document": "MEMX Fee Schedule",
         "source_link": "https://example.test/memx-fee-schedule",
     }

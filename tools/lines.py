@@ -40,8 +40,8 @@ from tools import embedded
 # may be its predecessor under a new label.
 NEAR: Final = timedelta(days=400)
 ALIKE: Final = 0.45  # the least label likeness listed (0 to 1)
-# What two readings of one item share: the venue's class of line (`ingest.layout.CLASSED`) and
-# the penny class. (Two lines read in one source are two items, whatever they share.)
+# What two readings of one item share: the fee type, category, action, participant and penny
+# class. (Two lines read in one source on one day are two items, whatever they share.)
 SAME: Final = ("fee_type", "fee_category", "action", "participant", "symbol_type")
 WORD: Final = re.compile(r"[a-z0-9$.]+")
 STEM: Final = re.compile(r"(?:ing|ed|es|s)$")

@@ -22,9 +22,9 @@ from typing import Final, Literal
 
 import numpy as np
 
-from ingest.layout import CHANGE_FILES, CHANGE_TYPES
+from ingest.layout import CHANGE_FILES, CHANGE_TYPES, CLASSED, NO_RECORD
 from service.dataset.classes import wanted_classes
-from service.dataset.index import Array
+from service.dataset.index import Array, ResultsIndex
 
 # Keys searched for as the arrays' own types: a Python int makes `np.searchsorted` copy the
 # whole slice into 64-bit integers first (7 ms for a venue's 5M ranks, against 3 µs).
@@ -40,7 +40,9 @@ class ChangeFilter:
     first and last effective day (days since 1970; None: open)."""
 
     venues: list[int] | None
-    wanted: dict[str, Array]  # keyed by a column of `CLASSED`
+    # Keyed by a column of `CLASSED`, or another coded column, tested on the record the change
+    # leads to (for a removal, the record it ends): `standard`.
+    wanted: dict[str, Array]
     types: list[str] | None
     first_day: int | None
     last_day: int | None
@@ -64,7 +66,8 @@ class Run:
 
 
 class ChangeList:
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, index: ResultsIndex) -> None:
+        self._index = index
         # Plain views of the mapped files: a `np.memmap` slice costs 3 µs more per call.
         self._arrays: dict[str, Array] = {
             name: np.asarray(np.load(directory / f"{name}.npy", mmap_mode="r"))
@@ -116,13 +119,30 @@ class ChangeList:
         if chosen.types is not None:
             types = np.zeros(len(CHANGE_TYPES) + 1, dtype=bool)
             types[[CHANGE_TYPES.index(name) + 1 for name in chosen.types]] = True
+        runs = None
         if classes is not None:
             slices = self._class_slices(classes, chosen)
             tested = chosen.venues is not None or types is not None
             read = sum(stop - start for start, stop in slices) if tested else 0
             if by_class(read, sum(stop - start for start, stop in venues)):
-                return self._class_runs(slices, chosen.venues, types)
-        return self._venue_runs(venues, classes, types)
+                runs = self._class_runs(slices, chosen.venues, types)
+        if runs is None:
+            runs = self._venue_runs(venues, classes, types)
+        others = {name: table for name, table in chosen.wanted.items() if name not in CLASSED}
+        if not others:
+            return runs
+        return [run for run in (self._of_records(run, others) for run in runs) if run is not None]
+
+    def _of_records(self, run: Run, wanted: dict[str, Array]) -> Run | None:
+        """The run's entries whose record (the one the change leads to, or for a removal the
+        one it ends) holds a wanted code of each column; None when none does."""
+        entries = run.between(0, len(run.ranks))
+        after = self._arrays["change_after"][entries]
+        record = np.where(after == NO_RECORD, self._arrays["change_before"][entries], after)
+        keep = np.ones(len(entries), dtype=bool)
+        for name, table in wanted.items():
+            keep &= table[self._index.column(name)[record]]
+        return Run(0, entries[keep], run.ranks[keep]) if keep.any() else None
 
     def _venue_slices(self, chosen: ChangeFilter) -> list[tuple[int, int]]:
         """Per venue chosen, its entries in the date window (a slice of the venue grouping)."""

@@ -7,8 +7,9 @@ groups; in each, the records in force on the day are counted by two binary searc
 sorted starts and ends, and its lowest amount in force is the first record in force met from
 the group's start (its highest, the last from its end): a few probes, made for every group at
 once in widening windows. Every step runs over all groups together, in numpy; no record that
-is not looked at is read. Filters on other columns (symbol and trade) are not in the groups:
-with one, each picked group's records are tested in order instead.
+is not looked at is read. Filters on other columns (symbol and trade, provenance) are not in
+the groups, nor is a record's last confirmation: with one, or an age limit (`max_age_days`),
+each picked group's records are tested in order instead, the stale ones counted apart.
 """
 
 from collections.abc import Mapping
@@ -38,22 +39,26 @@ FIRST_PROBES: Final = 8  # records probed per group at first (the window doubles
 class Spread:
     """One venue's matching records with an amount in the unit compared: how many, and the
     positions of the lowest and highest amounts (ties: the lower record id); then how many
-    matching records are counted in another unit or have no figure."""
+    matching records are counted in another unit or have no figure, and how many were left out
+    as last confirmed too long before the day (in any unit)."""
 
     compared: int
     lowest: int | None
     highest: int | None
     elsewhere: int
+    stale: int = 0
 
 
 @dataclass(frozen=True)
 class Held:
-    """Per group picked: how many of its records are in force, and for the groups compared
-    with any, the places in the index of the lowest and the highest in force."""
+    """Per group picked: how many of its records are in force (and confirmed recently enough),
+    and for the groups compared with any, the places in the index of the lowest and the
+    highest in force; then how many in force were left out as stale."""
 
     counts: Array
     lowest: Array
     highest: Array
+    stale: Array | None = None
 
 
 class ClassIndex:
@@ -90,8 +95,10 @@ class ClassIndex:
         code = self._index.code("unit", unit)
         compared = groups % SLOTS == (-1 if code is None else code * 2)  # money in the unit
         others = {column: table for column, table in wanted.items() if column not in CLASSED}
-        if others:
-            held = self._tested(groups, compared, day, others)
+        oldest = selection.oldest_confirmation()
+        if others or oldest is not None:
+            floor = None if oldest is None else np.int32((oldest - EPOCH).days)
+            held = self._tested(groups, compared, day, others, floor)
         else:
             held = self._probed(groups, compared, day)
         return self._by_venue(groups // (CLASSES * SLOTS), compared, held)
@@ -114,9 +121,15 @@ class ClassIndex:
         return Held(counts, lowest, self._first_in_force(tied, last + 1, day, 1))
 
     def _tested(
-        self, groups: Array, compared: Array, day: np.int32, others: dict[str, Array]
+        self,
+        groups: Array,
+        compared: Array,
+        day: np.int32,
+        others: dict[str, Array],
+        floor: np.int32 | None,
     ) -> Held:
-        """The groups' records in force that hold the other filters' codes, tested in order."""
+        """The groups' records in force that hold the other filters' codes, tested in order;
+        those last confirmed before `floor` (when given) are counted apart, as stale."""
         arrays, column = self._arrays, self._index.column
         begin, end = self._bounds[groups], self._bounds[groups + 1]
         found = []
@@ -129,6 +142,12 @@ class ClassIndex:
                 places = places[table[column(name)[arrays["class_order"][places]]]]
             found.append(places)
         places = np.concatenate(found)
+        stale = None
+        if floor is not None:
+            old = arrays["class_confirmed"][places] < floor
+            holder = np.searchsorted(end, places[old], side="right")
+            stale = np.bincount(holder, minlength=len(groups))
+            places = places[~old]
         owner = np.searchsorted(end, places, side="right")  # the group holding each place
         counts = np.bincount(owner, minlength=len(groups))
         some = np.flatnonzero(compared & (counts > 0))
@@ -140,7 +159,7 @@ class ClassIndex:
             first + int(np.searchsorted(amounts[first : last + 1], amounts[last], "left"))
             for first, last in zip(firsts.tolist(), lasts.tolist(), strict=True)
         ]
-        return Held(counts, places[firsts], places[np.array(tied, dtype=np.int64)])
+        return Held(counts, places[firsts], places[np.array(tied, dtype=np.int64)], stale)
 
     def _first_in_force(self, cursor: Array, limit: Array, day: np.int32, step: int) -> Array:
         """Per group, the first place in force from `cursor` towards `limit` (excluded), going
@@ -178,11 +197,14 @@ class ClassIndex:
         names, owner = np.unique(venues, return_inverse=True)
         matched = np.bincount(owner, weights=counts, minlength=len(names)).astype(np.int64)
         in_unit = np.bincount(owner, weights=counts * compared, minlength=len(names))
+        stale = np.zeros(len(names), dtype=np.int64)
+        if held.stale is not None:
+            stale = np.bincount(owner, weights=held.stale, minlength=len(names)).astype(np.int64)
         spreads = {}
-        for venue, total, here in zip(
-            names.tolist(), matched.tolist(), in_unit.tolist(), strict=True
+        for venue, total, here, old in zip(
+            names.tolist(), matched.tolist(), in_unit.tolist(), stale.tolist(), strict=True
         ):
-            if not total:
+            if not total and not old:
                 continue
             low, high = lowest.get(venue), highest.get(venue)
             spreads[self._index.value("exchange", venue)] = Spread(
@@ -190,6 +212,7 @@ class ClassIndex:
                 None if low is None else int(order[low]),
                 None if high is None else int(order[high]),
                 total - int(here),
+                old,
             )
         return spreads
 

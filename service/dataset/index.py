@@ -25,6 +25,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ingest.layout import CODE_TYPES, CODED, CODES_FILE, NO_END, NO_RECORD, NULL_RANK
+from ingest.schema import FLAGS
 from service.dataset.queries import ORDER_COLUMNS, RESULT_FILTERS, Selection
 
 EPOCH: Final = date(1970, 1, 1)
@@ -67,11 +68,12 @@ class Match:
 
 @dataclass(frozen=True)
 class Window:
-    """A selection's dates as days since 1970: the last start and the first end a matching
-    record may have (None: open)."""
+    """A selection's dates as days since 1970: the last start, the first end and the earliest
+    confirmation a matching record may have (None: open)."""
 
     latest_start: int | None
     earliest_end: int | None
+    oldest_confirmation: int | None = None
 
 
 @dataclass(frozen=True)
@@ -158,9 +160,10 @@ class ResultsIndex:
         return self._names[column][code - 1]
 
     def decoded(self, positions: Array) -> dict[str, pa.Array]:
-        """The venue, the coded columns and the period of the records at `positions` (nulls
-        for `NO_RECORD`), as Arrow arrays under their dataset names: each code's value
-        (`uncertain` as a boolean), the dates as dates (`effective_end` null while open)."""
+        """The venue, the coded columns, the period and the confirmation of the records at
+        `positions` (nulls for `NO_RECORD`), as Arrow arrays under their dataset names: each
+        code's value (the flags as booleans), the dates as dates (`effective_end` null while
+        open)."""
         missing = positions == NO_RECORD
         at = np.where(missing, 0, positions)
         found = {
@@ -169,11 +172,14 @@ class ResultsIndex:
             )
             for column in ("exchange", *CODED)
         }
-        found["uncertain"] = pc.equal(found["uncertain"], "true")
+        for flag in FLAGS:
+            found[flag] = pc.equal(found[flag], "true")
         starts = np.asarray(self._arrays["effective_start"][at])
         ends = np.asarray(self._arrays["effective_end"][at])
+        confirmed = np.asarray(self._arrays["confirmed_through"][at])
         found["effective_start"] = pa.array(starts, mask=missing).cast(pa.date32())
         found["effective_end"] = pa.array(ends, mask=missing | (ends == NO_END)).cast(pa.date32())
+        found["confirmed_through"] = pa.array(confirmed, mask=missing).cast(pa.date32())
         return found
 
     def _present(self, column: str, seen: Array) -> list[str]:
@@ -298,6 +304,7 @@ class ResultsIndex:
         window = Window(
             latest_start=min(_days(selection.end_date, selection.in_force_on), default=None),
             earliest_end=max(_days(selection.start_date, selection.in_force_on), default=None),
+            oldest_confirmation=min(_days(selection.oldest_confirmation()), default=None),
         )
         matches = (
             self._match(run, wanted, window)
@@ -319,13 +326,18 @@ class ResultsIndex:
         if stop <= run.start:
             return None
         tested = [column for column in wanted if column not in ("exchange", "fee_type")]
-        if not tested and window.earliest_end is None:
+        bounds = {
+            "effective_end": window.earliest_end,
+            "confirmed_through": window.oldest_confirmation,
+        }
+        if not tested and all(bound is None for bound in bounds.values()):
             return Match(run, stop, None)
         keep = np.ones(stop - run.start, dtype=bool)
         for column in tested:
             keep &= wanted[column][self._arrays[column][run.start : stop]]
-        if window.earliest_end is not None:
-            keep &= self._arrays["effective_end"][run.start : stop] >= window.earliest_end
+        for column, bound in bounds.items():
+            if bound is not None:
+                keep &= self._arrays[column][run.start : stop] >= bound
         positions = run.start + np.flatnonzero(keep)
         return Match(run, stop, positions) if len(positions) else None
 

@@ -7,7 +7,7 @@ counts come from the version's rollups (`service.dataset.rollups`).
 """
 
 from dataclasses import dataclass, field
-from datetime import date
+from datetime import date, timedelta
 from typing import Any, Final
 
 from ingest.layout import LINE_TEXT, TEXT_ID
@@ -50,6 +50,7 @@ RESULT_FILTERS: Final = {
     "source_kind": "source_kind",
     "date_basis": "date_basis",
     "uncertain": "uncertain",
+    "standard": "standard",
 }
 
 # Sort keys clients may choose, mapped to columns (never taken from the request as text).
@@ -78,6 +79,9 @@ class Selection:
     start_date: date | None = None
     end_date: date | None = None
     in_force_on: date | None = None
+    # With `in_force_on`: leave out the records last confirmed more than this many days before
+    # it (`docs/raw-format.md`, "Confirmed through, or presumed").
+    max_age_days: int | None = None
     version_id: str | None = None
     record_id: str | None = None
     files: tuple[str, ...] = ()  # the Parquet files of `venues` (`Dataset.scoped`)
@@ -110,7 +114,18 @@ class Selection:
             if value is not None:
                 clauses.append(condition)
                 parameters[name] = value
+        oldest = self.oldest_confirmation()
+        if oldest is not None:
+            clauses.append("confirmed_through >= $oldest_confirmation")
+            parameters["oldest_confirmation"] = oldest
         return f"FROM {SELECTED_FEES}\nWHERE " + ("\nAND ".join(clauses) or "true"), parameters
+
+    def oldest_confirmation(self) -> date | None:
+        """The earliest `confirmed_through` a record may have (`max_age_days` before the day);
+        None when the selection keeps every record."""
+        if self.in_force_on is None or self.max_age_days is None:
+            return None
+        return self.in_force_on - timedelta(days=self.max_age_days)
 
 
 def count_matching(selection: Selection) -> tuple[str, dict[str, Any]]:
@@ -125,6 +140,10 @@ RELATIONSHIPS: Final = """CAST({'footnotes': [], 'definitions': []} AS STRUCT(
     footnotes STRUCT("text" VARCHAR)[],
     definitions STRUCT(term VARCHAR, "text" VARCHAR)[]
 ))"""
+
+# Whether no source shows a record's figure on the answer's day (`$as_of`: null when the answer
+# is not for a day). `docs/raw-format.md`, "Confirmed through, or presumed".
+PRESUMED: Final = "CASE WHEN $as_of IS NOT NULL THEN confirmed_through < $as_of END"
 
 # A result's fields: (name in the API, dataset column or expression), in the order of the
 # compatible service's record (`anchor-api.md` section 4), then ours. Where a dataset column
@@ -172,9 +191,15 @@ RESULT_FIELDS: Final = (
     ("unit", "unit"),
     ("effective_start", "effective_start"),
     ("effective_end", "effective_end"),
+    ("confirmed_through", "confirmed_through"),
+    ("presumed", PRESUMED),
+    ("ended_by", "ended_by"),
+    ("standard", "standard"),
     ("source_kind", "source_kind"),
     ("date_basis", "date_basis"),
     ("uncertain", "uncertain"),
+    ("complete_scope", "complete_scope"),
+    ("complete_as_of", "complete_as_of"),
     ("source_file", "source_file"),
     ("source_line", "source_line"),
 )
@@ -193,6 +218,8 @@ SHAPES: Final[dict[str, dict[str, str]]] = {
         "amount": "CAST(amount AS DOUBLE)",
         "effective_start": "strftime(effective_start, '%Y-%m-%d')",
         "effective_end": "strftime(effective_end, '%Y-%m-%d')",
+        "confirmed_through": "strftime(confirmed_through, '%Y-%m-%d')",
+        "complete_as_of": "strftime(complete_as_of, '%Y-%m-%d')",
     },
     "csv": {
         "scraped_time": ISO_TIMESTAMP,
@@ -208,13 +235,19 @@ INCLUDED_WHEN: Final = dict.fromkeys(SOURCE_FIELDS, "$include_source") | {
 
 @dataclass(frozen=True)
 class Included:
-    """The optional parts of a result an answer carries (its `include_*` parameters)."""
+    """The optional parts of a result an answer carries (its `include_*` parameters), and the
+    day it is for, when it is for one (its records then say whether they are `presumed`)."""
 
     source: bool = False
     relationships: bool = False  # `include_footnotes` or `include_definitions`
+    day: date | None = None
 
-    def parameters(self) -> dict[str, bool]:
-        return {"include_source": self.source, "include_relationships": self.relationships}
+    def parameters(self) -> dict[str, Any]:
+        return {
+            "include_source": self.source,
+            "include_relationships": self.relationships,
+            "as_of": self.day,
+        }
 
 
 def result_item(shape: str) -> str:
@@ -261,12 +294,15 @@ SUPPLIER_RECORD: Final = f"""
     source_kind,
     date_basis,
     uncertain,
+    standard,
+    strftime(confirmed_through, '%Y-%m-%d') AS confirmed_through,
+    {PRESUMED} AS presumed,
     source_document,
     source_url AS source_link"""
 
 
-def supplier_records_at(positions: list[int]) -> tuple[str, dict[str, Any]]:
-    return ROWS_AT.format(projection=SUPPLIER_RECORD), {"positions": positions}
+def supplier_records_at(positions: list[int], day: date | None) -> tuple[str, dict[str, Any]]:
+    return ROWS_AT.format(projection=SUPPLIER_RECORD), {"positions": positions, "as_of": day}
 
 
 # Records at a chunk of positions (the registered table `wanted`), in the chunk's order: an

@@ -86,7 +86,7 @@ class Dataset:
         index = ResultsIndex(self.version_dir / INDEX_DIR)
         self.lines = LineIndex(self.version_dir / INDEX_DIR)
         self.summary = Records(self.version_dir / INDEX_DIR, index)
-        self.changes = ChangeList(self.version_dir / INDEX_DIR)
+        self.changes = ChangeList(self.version_dir / INDEX_DIR, index)
         self.classes = ClassIndex(self.version_dir / INDEX_DIR, index)
         if self.summary.columns != list(layout.SUMMARY_COLUMNS):
             raise DamagedVersion(f"{self.version_dir.name}: the record summary's columns differ")
@@ -143,10 +143,11 @@ class Dataset:
 
         return self.db.stream(steps(), size)
 
-    def in_force(self, codes: list[str], day: date) -> Holding:
-        """What the venues' records in force on `day` hold, per detail dimension (as the venue
-        model keys them) and `exchange`."""
-        selection = queries.Selection(venues=codes, in_force_on=day)
+    def in_force(self, codes: list[str], day: date, max_age_days: int | None = None) -> Holding:
+        """What the venues' records in force on `day` hold (those confirmed at most
+        `max_age_days` before it, when given), per detail dimension (as the venue model keys
+        them) and `exchange`."""
+        selection = queries.Selection(venues=codes, in_force_on=day, max_age_days=max_age_days)
         columns = {"exchange": "exchange", **DETAIL_COLUMNS}
         return self.index.holding(selection, columns, self.as_of)
 
