@@ -5,7 +5,7 @@ The rules, per line in effective order (docs/raw-format.md, "Fee changes"):
 
     the first record                      added, on its start
     a record starting the day after the   changed, on its start, when what a client sees differs
-    previous one ends                     (the figure, its basis or its unit); else no change
+    previous one ends                     (the figure or its unit); else no change
     a record after a gap                  removed, the day after the earlier one ends; then
                                           added, on its start
     a record that ends (and no record     removed, the day after its end
@@ -32,13 +32,13 @@ from ingest.layout import CHANGE_TYPES, CLASSES, NO_END, NO_RECORD
 Array = npt.NDArray[Any]
 
 # What a client sees of a record's figure, as a hash: equal hashes, no change (`ingest.lives`
-# also finds repeated readings by it).
+# also finds repeated readings by it). The unit, not the printed basis: two readings printing
+# "per share" and "per share executed" show one figure.
 SEEN_FIGURE: Final = """hash(
     CASE
         WHEN amount IS NULL THEN fee_amount
         ELSE CAST(amount AS VARCHAR) || ' ' || coalesce(currency, '')
     END,
-    fee_basis,
     unit
 )"""
 # What a client sees of each record, per position (in table order).

@@ -5,7 +5,9 @@ Per venue and fee category: the records, how many rest on a primary source, how 
 dates their sources give or that were computed from other dated facts (`stated` or `derived`,
 as against `observed`: seen in force on a day, start unknown), how many are uncertain, and the
 earliest and latest effective dates; the records with no known end by the year of their
-start; then the registered venues with no records. Everything is read from the published
+start; the records presumed on a day (last confirmed more than two years before it); the years
+in which each venue's standard rates are confirmed; the complete schedules read; then the
+registered venues with no records. Everything is read from the published
 version, so the report says what the service serves. It holds nothing that changes from one
 ingest of the same data to the next (no version id, no time), so a test can check the
 committed report against the embedded data.
@@ -54,6 +56,57 @@ FROM fees GROUP BY ALL ORDER BY ALL
 OPEN_ENDS: Final = """
 SELECT year(effective_start), count(*), count(DISTINCT exchange), count(*) FILTER (WHERE uncertain)
 FROM fees WHERE effective_end IS NULL GROUP BY ALL ORDER BY ALL
+"""
+# On each day, the records in force and those of them presumed for more than two years: no
+# source shows their figure in force within 730 days before the day (`confirmed_through`); all
+# records, then the equity records of adding and removing liquidity.
+PRESUMED_DAYS: Final = (
+    *(f"{year}-01-01" for year in range(2018, 2027)),
+    "2025-06-01",
+)
+STALE_DAYS: Final = 730
+STALE: Final = """
+SELECT
+    day,
+    count(*),
+    count(*) FILTER (WHERE confirmed_through < day - $stale),
+    count(*) FILTER (WHERE fee_type = 'equity' AND action IN ('make', 'take')),
+    count(*) FILTER (
+        WHERE fee_type = 'equity' AND action IN ('make', 'take')
+        AND confirmed_through < day - $stale
+    )
+FROM (SELECT CAST(unnest($days) AS DATE) AS day) AS days
+JOIN fees
+    ON effective_start <= day AND (effective_end IS NULL OR effective_end >= day)
+GROUP BY day
+ORDER BY day
+"""
+# Per venue and year, whether its standard make and take were confirmed on some day of the year:
+# a standard record shown in force (from its start to `confirmed_through`) within the year.
+STANDARD_YEARS: Final = (2018, 2026)
+STANDARD_CONFIRMED: Final = """
+SELECT
+    exchange,
+    fee_type,
+    year,
+    bool_or(action = 'make') AS make,
+    bool_or(action = 'take') AS take
+FROM fees
+JOIN (SELECT unnest(range($first, $last + 1)) AS year) AS years
+    ON year(effective_start) <= year AND year(confirmed_through) >= year
+WHERE standard AND action IN ('make', 'take')
+GROUP BY ALL
+ORDER BY ALL
+"""
+VENUE_TYPES: Final = """
+SELECT DISTINCT exchange, fee_type FROM fees WHERE fee_category = 'fees_and_rebates' ORDER BY ALL
+"""
+COMPLETE_SCHEDULES: Final = """
+SELECT exchange, fee_type, complete_scope, complete_as_of, count(*), min(source_url)
+FROM fees
+WHERE complete_as_of IS NOT NULL
+GROUP BY ALL
+ORDER BY ALL
 """
 EMPTY_VENUES: Final = """
 SELECT code, display_name FROM exchanges
@@ -110,11 +163,72 @@ def render(con: duckdb.DuckDBPyConnection) -> str:
                 for year, count, venues, doubt in con.execute(OPEN_ENDS).fetchall()
             ),
         ),
+        *_stale(con),
+        *_standard(con),
+        *_table(
+            "Complete schedules",
+            "The schedules read whole for a scope, each ending on the day before its date every "
+            "open line of that scope it does not list (`docs/raw-format.md`, \"Complete "
+            "schedules\"). A venue not listed has none read whole.\n\n"
+            "| venue | fee type | scope | as of | lines listed | source |\n"
+            "|---|---|---|---|---:|---|",
+            (
+                f"| {venue} | {fee_type} | {scope} | {day} | {count} | {url} |"
+                for venue, fee_type, scope, day, count, url in con.execute(
+                    COMPLETE_SCHEDULES
+                ).fetchall()
+            ),
+        ),
         "## Venues with no records",
         "",
         *(empty or ["None."]),
     ]
     return "\n".join(lines) + "\n"
+
+
+def _stale(con: duckdb.DuckDBPyConnection) -> list[str]:
+    rows = con.execute(STALE, {"days": list(PRESUMED_DAYS), "stale": STALE_DAYS}).fetchall()
+    return _table(
+        "Presumed on a day",
+        "Of the records in force on a day, those no source shows in force within "
+        f"{STALE_DAYS} days before it (their `confirmed_through` is older): an answer for that "
+        "day presumes them, and `GET /compare/` leaves them out by default. Target: at most "
+        "25% on 2025-06-01.\n\n"
+        "| day | in force | presumed over 730 days | share | equity make/take in force "
+        "| of them presumed over 730 days | share |\n"
+        "|---|---:|---:|---:|---:|---:|---:|",
+        (
+            f"| {day} | {count:,} | {stale:,} | {percent(stale, count)} | {equity:,} "
+            f"| {equity_stale:,} | {percent(equity_stale, equity)} |"
+            for day, count, stale, equity, equity_stale in rows
+        ),
+    )
+
+
+def _standard(con: duckdb.DuckDBPyConnection) -> list[str]:
+    first, last = STANDARD_YEARS
+    years = range(first, last + 1)
+    found = {
+        (venue, fee_type, year): ("M" if make else "") + ("T" if take else "")
+        for venue, fee_type, year, make, take in con.execute(
+            STANDARD_CONFIRMED, {"first": first, "last": last}
+        ).fetchall()
+    }
+    head = " | ".join(str(year) for year in years)
+    return _table(
+        "Standard rates confirmed, by year",
+        "Per venue and asset class with transaction fees, the years in which a source shows "
+        "its standard rate in force: `M` to add liquidity (make), `T` to remove it (take), "
+        "`-` neither (`docs/raw-format.md`, \"Standard rates\"). A year with neither rests on "
+        "a reading from another year.\n\n"
+        f"| venue | fee type | {head} |\n|---|---|{'---|' * len(years)}",
+        (
+            f"| {venue} | {fee_type} | "
+            + " | ".join(found.get((venue, fee_type, year)) or "-" for year in years)
+            + " |"
+            for venue, fee_type in con.execute(VENUE_TYPES).fetchall()
+        ),
+    )
 
 
 def _headline(rows: list[tuple[Any, ...]]) -> list[str]:

@@ -4,8 +4,8 @@ rates"). In order, each step over the records the steps before it kept:
 
     schedules     the complete schedules the rows declare (venue, fee type, scope, day) and the
                   lines each lists, read before anything is dropped
-    repeats       readings of one line with the same start, figure and end, or one whose
-                  period lies inside an earlier one's with the same figure, are one record:
+    repeats       readings of one line with the same start, figure and end, or one showing
+                  the same figure inside an earlier one's period, are one record:
                   the first stays, confirmed through the latest day any of them shows; the
                   others are counted, like exact duplicates
     conflicts     two records of a line in force on one day by their own dates (a start
@@ -84,7 +84,8 @@ WHERE NOT EXISTS (
 
 # One pass over the lines: per record, the earlier record it repeats, if any (the one before
 # it with the same start, figure and end; or the earlier record holding the latest end, when
-# this one's period lies inside that one's and shows the same figure), how far the earlier
+# this one shows the same figure inside that one's period: it ends by then, or gives no end),
+# how far the earlier
 # records reach by their own dates (a given end, else their start: an open record is ended by
 # the next, not in conflict with it) and which holds that reach, and whether a later record
 # follows it. Only the records something happens to are kept.
@@ -96,7 +97,8 @@ FROM (
         *,
         CASE
             WHEN same_as_previous THEN previous
-            WHEN effective_end <= reach AND seen = reacher_seen THEN reacher
+            WHEN coalesce(effective_end, effective_start) <= reach AND seen = reacher_seen
+                THEN reacher
         END AS repeats
     FROM (
         SELECT

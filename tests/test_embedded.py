@@ -15,6 +15,7 @@ from ingest.query import open_version
 from ingest.schema import VOCABULARIES
 from service.settings import Settings
 from tests.conftest import LiveServer, exchange_headers
+from tests.test_lives import named_line_id
 from tools import embedded
 
 ROOT = Path(__file__).parent.parent
@@ -142,60 +143,68 @@ def test_facts_that_cannot_be_published_stop_the_build(
     assert str(caught.value) == message
 
 
-def test_a_real_rate_change_is_one_line_with_its_before_and_after(
-    embedded_version: IngestResult,
-) -> None:
-    """MEMX Trader Alert 21-37 cut the rebate for adding displayed liquidity (fee codes B, D
-    and J) from $0.0028 to $0.0022 a share from January 3, 2022: one fee line holds both
-    records, one ending the day before the other starts."""
+# MEMX's standard rebate for adding displayed liquidity (fee codes B, D and J), one named line
+# joining the readings printed as "Adding displayed liquidity, base" and as the fee code's row.
+MEMX_DISPLAYED = named_line_id("memx", "equity", "Added displayed volume (fee codes B, D, J)")
+
+
+def test_a_real_rate_history_is_one_line_across_labels(embedded_version: IngestResult) -> None:
+    """From MEMX's launch pricing to its latest schedule read: each reading one record, ended
+    the day before the next, whatever label the source printed."""
     history = query(
         embedded_version,
-        """SELECT fee_amount, amount, unit, effective_start, effective_end, source_url
-           FROM fees WHERE line_id = '0a646fbc-9774-935f-b982-3acd4ff31ed1'
-           ORDER BY effective_start""",
+        f"""SELECT fee_amount, effective_start, effective_end, standard
+            FROM fees WHERE line_id = '{MEMX_DISPLAYED}' ORDER BY effective_start""",
     )
-    before, after = (row for row in history if str(row[3]) in ("2021-09-01", "2022-01-03"))
-    assert before[:5] == ("($0.0028)", Decimal("-0.0028"), "per_share", date(2021, 9, 1),
-                          date(2022, 1, 2))  # fmt: skip
-    assert after[:5] == ("($0.0022)", Decimal("-0.0022"), "per_share", date(2022, 1, 3),
-                         date(2022, 5, 31))  # fmt: skip
-    assert after[5] == (
-        "https://info.memxtrading.com/trader-alert-21-37-fee-schedule-update-effective-january-3-2022/"
-    )
-    assert len(history) == 6
+    assert [(amount, str(start), str(end)) for amount, start, end, _ in history] == [
+        ("($0.0029)", "2020-12-01", "2021-01-31"),
+        ("($0.0034)", "2021-02-01", "2021-05-31"),
+        ("($0.0031)", "2021-06-01", "2021-08-31"),
+        ("($0.0028)", "2021-09-01", "2021-10-31"),
+        ("($0.0028)", "2021-11-01", "2022-01-02"),
+        ("($0.0022)", "2022-01-03", "2022-05-31"),
+        ("($0.0020)", "2022-06-01", "2022-08-31"),
+        ("($0.0020)", "2022-09-01", "2022-11-30"),
+        ("($0.0020)", "2022-12-01", "2023-05-31"),
+        ("($0.0018)", "2023-06-01", "None"),
+    ]
+    assert all(standard for *_, standard in history)
 
 
-def test_the_real_rate_change_is_listed_with_its_before_and_after(
+def test_the_real_rate_changes_are_listed_with_their_before_and_after(
     embedded_version: IngestResult, accounts_file: Path
 ) -> None:
-    """`GET /fee-changes/` over the embedded data, through the server: the same Trader Alert
-    21-37 cut, on its effective date, with both records and the alert as the source."""
+    """`GET /fee-changes/` over the embedded data, through the server: every change of MEMX's
+    standard displayed add rebate, each with both records; Trader Alert 21-37's cut from
+    $0.0028 to $0.0022 on 2022-01-03 among them, with the alert as the source."""
     settings = Settings(
         data_dir=embedded_version.version_dir.parent.parent, accounts_file=accounts_file
     )
     params = {
-        "exchange_name": "memx", "fee_action": "make", "change_type": "changed",
-        "start_date": "2022-01-03", "end_date": "2022-01-03", "page_size": "100",
+        "exchange_name": "memx", "fee_action": "make", "standard": "true", "page_size": "100",
     }  # fmt: skip
     with LiveServer(settings) as live:
         response = httpx.get(
             f"{live.url}/api/v1/fee-changes/", params=params, headers=exchange_headers()
         )
     assert response.status_code == 200
-    [change] = [
-        item for item in response.json()["data"]
-        if item["line_id"] == "0a646fbc-9774-935f-b982-3acd4ff31ed1"
+    changes = [item for item in response.json()["data"] if item["line_id"] == MEMX_DISPLAYED]
+    assert [
+        (item["change_type"], item["effective_date"], (item["before"] or {}).get("fee_amount"),
+         item["after"]["fee_amount"])
+        for item in changes
+    ] == [
+        ("added", "2020-12-01", None, "($0.0029)"),
+        ("changed", "2021-02-01", "($0.0029)", "($0.0034)"),
+        ("changed", "2021-06-01", "($0.0034)", "($0.0031)"),
+        ("changed", "2021-09-01", "($0.0031)", "($0.0028)"),
+        ("changed", "2022-01-03", "($0.0028)", "($0.0022)"),
+        ("changed", "2022-06-01", "($0.0022)", "($0.0020)"),
+        ("changed", "2023-06-01", "($0.0020)", "($0.0018)"),
     ]  # fmt: skip
-    assert (change["label"], change["effective_date"]) == (
-        "Fee code B, D or J: Added displayed volume", "2022-01-03",
-    )  # fmt: skip
-    before, after = change["before"], change["after"]
-    assert (before["fee_amount"], before["amount"], before["effective_end"]) == (
-        "($0.0028)", -0.0028, "2022-01-02",
-    )  # fmt: skip
-    assert (after["fee_amount"], after["amount"], after["unit"]) == (
-        "($0.0022)", -0.0022, "per_share",
-    )  # fmt: skip
-    assert after["source_link"] == (
+    cut = changes[4]
+    assert cut["label"] == "Added displayed volume (fee codes B, D, J)"
+    assert (cut["before"]["effective_end"], cut["after"]["unit"]) == ("2022-01-02", "per_share")
+    assert cut["after"]["source_link"] == (
         "https://info.memxtrading.com/trader-alert-21-37-fee-schedule-update-effective-january-3-2022/"
     )

@@ -285,7 +285,10 @@ def test_adjacent_periods_of_a_line_are_not_an_overlap_and_strict_refuses_one(
     (tmp_path / "raw" / "one.csv").write_text(
         (tmp_path / "raw" / "one.csv").read_text().replace("\n", "\n\n", 1)
     )
-    write_raw(tmp_path / "raw" / "two.csv", [fee_row(effective_start="2020-12-31")])
+    write_raw(
+        tmp_path / "raw" / "two.csv",
+        [fee_row(effective_start="2020-12-31", fee_amount="($0.0011)")],  # another figure
+    )
     with pytest.raises(
         RowsRejected,
         match=r"one\.csv, line 3, effective_start = '2020-01-02': "

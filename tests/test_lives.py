@@ -93,6 +93,7 @@ def test_a_reading_inside_another_with_the_same_figure_confirms_it(tmp_path: Pat
             fee_row(**period),
             fee_row(effective_start="2025-04-30", effective_end="2025-04-30",
                     date_basis="observed", source_url=MAR),
+            fee_row(effective_start="2025-03-03", source_url=FEB),  # no end given
             fee_row(fee_amount="($0.0014)", effective_start="2025-05-01"),
         ],
     )  # fmt: skip
@@ -101,7 +102,7 @@ def test_a_reading_inside_another_with_the_same_figure_confirms_it(tmp_path: Pat
         ("Adding credit", "2025-05-01", None, "stated", "2025-05-01", None),
     ]
     manifest = layout.read_manifest(result.version_dir)
-    assert (manifest["repeated_readings"], result.rejected_rows) == (1, 0)
+    assert (manifest["repeated_readings"], result.rejected_rows) == (2, 0)
 
 
 def test_a_complete_schedule_ends_what_it_omits_and_confirms_what_it_lists(
