@@ -143,7 +143,15 @@
   function provenance(record) {
     const parts = [record.source_kind + " source", "date " + record.date_basis];
     if (record.uncertain) parts.push("uncertain");
+    if (record.standard) parts.push("standard rate");
     return parts.join(", ");
+  }
+
+  // The last day a source shows the record's figure in force (`confirmed_through`), said when a
+  // later day of its period rests on a presumption.
+  function confirmation(record) {
+    const end = record.effective_end || TODAY;
+    return record.confirmed_through < end ? "last confirmed " + record.confirmed_through : "";
   }
 
   function period(record) {
@@ -725,11 +733,23 @@
     drawn.forEach(function (record, index) {
       const future = record.effective_start > TODAY;
       const end = ends[index] === null ? last : ends[index];
+      // After the last day a source shows the figure, the step is presumed: drawn faded.
+      const confirmed = Math.min(time(record.confirmed_through) + DAY_MS, end);
       const changed =
         previous === null || previous.amount !== record.amount || previous.unit !== record.unit;
+      const shown = confirmation(record);
       const text =
         `${period(record)}: ${record.fee_amount} (${money(record.amount, record.unit)})` +
-        `${future ? ", announced" : ""}; ${provenance(record)}; ${record.source_document || "no source named"}`;
+        `${future ? ", announced" : ""}${shown ? ", " + shown : ""}; ${provenance(record)}; ` +
+        (record.source_document || "no source named");
+      const level = (from, to, name) =>
+        draw("line", {
+          class: name,
+          x1: x(from),
+          x2: x(to),
+          y1: y(amounts[index]),
+          y2: y(amounts[index]),
+        });
       const group = draw(
         "g",
         {
@@ -739,13 +759,8 @@
           "aria-label": text,
         },
         draw("title", {}, text),
-        draw("line", {
-          class: "level",
-          x1: x(starts[index]),
-          x2: x(end),
-          y1: y(amounts[index]),
-          y2: y(amounts[index]),
-        }),
+        level(starts[index], confirmed, "level"),
+        confirmed < end ? level(confirmed, end, "level presumed") : null,
       );
       if (
         previous !== null &&
@@ -772,7 +787,7 @@
     const legend = el(
       "p",
       { class: "legend-line" },
-      "Each step is a record's period; a dot marks a new figure; dashed steps are announced, not yet in force; hover or focus a step for its source.",
+      "Each step is a record's period; a dot marks a new figure; dashed steps are announced, not yet in force; a faded step is presumed, after the last day a source shows the figure; hover or focus a step for its source.",
     );
     return el("figure", {}, chart, el("figcaption", {}, legend, note));
   }
@@ -781,6 +796,9 @@
     "record_id",
     "effective_start",
     "effective_end",
+    "confirmed_through",
+    "ended_by",
+    "standard",
     "fee_charge_type",
     "fee_amount",
     "amount",
@@ -797,7 +815,7 @@
   function recordsTable(records) {
     return table(
       "records",
-      ["Period", "Amount", "As printed", "Provenance", "Source"],
+      ["Period", "Last confirmed", "Amount", "As printed", "Provenance", "Source"],
       records.map((record) =>
         el(
           "tr",
@@ -806,6 +824,7 @@
             class: record.effective_start > TODAY ? "future" : null,
           },
           el("td", { class: "nowrap" }, period(record)),
+          el("td", { class: "nowrap" }, record.confirmed_through),
           el("td", {}, money(record.amount, record.unit)),
           el("td", {}, record.fee_amount),
           el("td", {}, provenance(record)),
@@ -860,6 +879,7 @@
     "fee_action",
     "fee_participant",
     "unit",
+    "standard",
     "uncertain",
   ];
   const DEFAULT_UNIT = { equity: "per_share", option: "per_contract" };
@@ -872,6 +892,7 @@
       fee_action: params.get("fee_action") || "",
       fee_participant: params.get("fee_participant") || "",
       unit: params.get("unit") || "",
+      standard: params.get("standard") || "",
       uncertain: params.get("uncertain") || "",
     };
     const unit = asked.unit || DEFAULT_UNIT[asked.fee_type] || "";
@@ -890,6 +911,13 @@
       fee_action: select("fee_action", choices.fee_actions, true),
       fee_participant: select("fee_participant", choices.fee_participants, true),
       unit: select("unit", Object.keys(UNITS), "the fee type's usual"),
+      // Every line, or the venues' ordinary rates: no tier, programme or special code.
+      standard: el(
+        "select",
+        { id: "standard" },
+        el("option", { value: "" }, "all"),
+        el("option", { value: "true" }, "standard rates only"),
+      ),
       // A line with no known end counts as in force on any later day; its record says when
       // that end is in doubt, and the API can leave such records out.
       uncertain: el(
@@ -906,6 +934,7 @@
       fee_action: "Action",
       fee_participant: "Participant",
       unit: "Unit",
+      standard: "Rates",
       uncertain: "Figures",
     };
     return el(
@@ -982,9 +1011,10 @@
         const amount = amounts[index];
         const yTop = top + index * row;
         const best = item.lowest;
+        const presumed = best.presumed ? `, presumed (last confirmed ${best.confirmed_through})` : "";
         const text =
           `${index + 1}. ${item.display_name}: ${best.fee_amount} (${money(best.amount, best.unit)}), ` +
-          `"${best.label}", ${period(best)}, ${provenance(best)}; ${item.lines} lines compared; ` +
+          `"${best.label}", ${period(best)}${presumed}, ${provenance(best)}; ${item.lines} lines compared; ` +
           (best.source_document || "");
         const bar = draw(
           "a",
@@ -1025,7 +1055,7 @@
             {},
             "Each venue's best line for the member that day (the biggest rebate, or the smallest fee), ",
             UNITS[unit] || words(unit),
-            ". Open a bar for that line's history.",
+            `, among the lines a source showed in force within ${answer.meta.max_age_days} days before it. Open a bar for that line's history.`,
           ),
         ),
         bestLines(ranked),
@@ -1044,7 +1074,9 @@
               item.display_name,
               item.lines_in_other_units
                 ? ` (${item.lines_in_other_units} matching lines in another unit or with no figure)`
-                : " (no matching line in force)",
+                : item.left_out_stale
+                  ? ` (${item.left_out_stale} matching lines, none confirmed within ${answer.meta.max_age_days} days)`
+                  : " (no matching line in force)",
             ),
           ),
         ),
@@ -1071,7 +1103,13 @@
             el("br"),
             money(item.lowest.amount, item.lowest.unit),
             el("br"),
-            el("small", {}, period(item.lowest) + "; " + provenance(item.lowest)),
+            el(
+              "small",
+              {},
+              [period(item.lowest), confirmation(item.lowest), provenance(item.lowest)]
+                .filter(Boolean)
+                .join("; "),
+            ),
           ),
           el("td", {}, money(item.highest.amount, item.highest.unit)),
           el("td", {}, item.lines),

@@ -209,6 +209,17 @@ def test_the_line_view_steps_through_the_history_and_downloads_it(
         expect(page.locator(".history .marker")).to_have_count(new_figures)
         future = [record for record in drawn if record["effective_start"] > TODAY]
         expect(page.locator(".history .step.future")).to_have_count(len(future))
+        # After the last day a source shows a figure, its step is faded, and says so.
+        presumed = [
+            record for record in drawn
+            if record["confirmed_through"] < (record["effective_end"] or TODAY)
+        ]  # fmt: skip
+        expect(page.locator(".history .level.presumed")).to_have_count(len(presumed))
+        for record in presumed:
+            step = page.locator(f".history .step[data-record-id='{record['record_id']}']")
+            assert f"last confirmed {record['confirmed_through']}" in (
+                step.get_attribute("aria-label") or ""
+            )
         # Each step names its source and dates (the hover text, also its accessible name),
         # and the keyboard reaches it.
         first = steps.first.get_attribute("aria-label") or ""
@@ -275,6 +286,16 @@ def test_the_compare_view_ranks_the_venues_as_the_api_does(
         kept = [item["exchange_name"] for item in certain if item["lowest"] is not None]
         assert bars.evaluate_all("bs => bs.map(b => b.dataset.exchange)") == kept != ranked
         expect(table.first).to_contain_text(provenance(certain[0]["lowest"]))
+        # Standard rates only: the API's own ranking with `standard=true` (and uncertain=false).
+        standard = api.get(
+            "/compare/", params={**asked, "uncertain": "false", "standard": "true"}
+        ).json()["data"]
+        page.get_by_label("Rates", exact=True).select_option("true")
+        page.get_by_role("button", name="Compare", exact=True).press("Enter")
+        settle(page)
+        assert "standard=true" in page.url
+        chosen = [item["exchange_name"] for item in standard if item["lowest"] is not None]
+        assert chosen and bars.evaluate_all("bs => bs.map(b => b.dataset.exchange)") == chosen
         assert page.evaluate("window.violations") == []
     assert refused == []
 
@@ -282,7 +303,8 @@ def test_the_compare_view_ranks_the_venues_as_the_api_does(
 def provenance(record: dict[str, Any]) -> str:
     """A record's provenance as the page words it."""
     words = f"{record['source_kind']} source, date {record['date_basis']}"
-    return words + (", uncertain" if record["uncertain"] else "")
+    words += ", uncertain" if record["uncertain"] else ""
+    return words + (", standard rate" if record["standard"] else "")
 
 
 @pytest.mark.slow
