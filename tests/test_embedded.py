@@ -2,8 +2,6 @@
 by building and ingesting them."""
 
 import filecmp
-from datetime import date
-from decimal import Decimal
 from pathlib import Path
 
 import httpx
