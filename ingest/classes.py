@@ -16,7 +16,7 @@ from typing import Any, Final
 import numpy as np
 import numpy.typing as npt
 
-from ingest.layout import CLASSES, NULL_RANK, SLOTS, group_number
+from ingest.layout import CLASSES, NO_END, NULL_RANK, SLOTS, group_number
 
 Array = npt.NDArray[Any]
 
@@ -43,7 +43,11 @@ def write_classes(index: Path, arrays: dict[str, Array], classes: Array, venues:
     slot = arrays["unit"].astype(np.int32) * 2 + ~money
     group = group_number(arrays["exchange"].astype(np.int32), classes.astype(np.int32), slot)
     del slot
-    held = np.bincount(group, minlength=(venues + 1) * CLASSES * SLOTS)
+    groups = (venues + 1) * CLASSES * SLOTS
+    held = np.bincount(group, minlength=groups)
+    # The open records: an age limit counts their last confirmations (sorted within each group).
+    open_ = arrays["effective_end"] == NO_END
+    held_open = np.bincount(group[open_], minlength=groups)
     # Numbered densely (in the same order), the groups take fewer bits in a sort key.
     dense = (np.cumsum(held > 0) - 1)[group]
     del group
@@ -51,10 +55,19 @@ def write_classes(index: Path, arrays: dict[str, Array], classes: Array, venues:
     np.save(index / "class_order.npy", order.astype(np.uint32))
     for name, source in COPIED.items():
         np.save(index / f"{name}.npy", arrays[source][order])
-    del order
+    # The few records ended, yet last confirmed before their end (a complete schedule's
+    # omission ended them): their places in that order.
+    end, confirmed = arrays["effective_end"][order], arrays["confirmed_through"][order]
+    ended_presumed = np.flatnonzero((end != NO_END) & (confirmed < end))
+    np.save(index / "class_ended_presumed.npy", ended_presumed.astype(np.int64))
+    del order, end, confirmed
     for name, source in SORTED.items():
         np.save(index / f"{name}.npy", _sorted_within(dense, arrays[source]))
+    open_confirmed = _sorted_within(dense[open_], arrays["confirmed_through"][open_])
+    np.save(index / "class_sorted_open_confirmed.npy", open_confirmed)
     np.save(index / "class_bounds.npy", np.concatenate(([0], np.cumsum(held))).astype(np.int64))
+    bounds = np.concatenate(([0], np.cumsum(held_open))).astype(np.int64)
+    np.save(index / "class_open_bounds.npy", bounds)
 
 
 def amount_order(group: Array, amount: Array, record: Array) -> Array:

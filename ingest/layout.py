@@ -107,8 +107,12 @@ CLASSES: Final = int(np.prod(CLASS_RADIX))
 # `effective_start`, `effective_end` and `confirmed_through`) and `class_amount` (as
 # `amount_rank`); each group's starts and ends again,
 # each sorted on its own (`class_sorted_start`, `class_sorted_end`: a group's records in force
-# on a day are those started by then less those ended before it, two binary searches); and
-# `class_bounds`, where each group begins (indexed by `group_number`; then the length).
+# on a day are those started by then less those ended before it, two binary searches);
+# `class_bounds`, where each group begins (indexed by `group_number`; then the length); and for
+# an age limit (`max_age_days`), the last confirmations of each group's open records, sorted
+# (`class_sorted_open_confirmed`, beginning at `class_open_bounds`), and the places of the few
+# ended records last confirmed before their end (`class_ended_presumed`): a record in force
+# and stale is one of those.
 SLOTS: Final = 2 * (len(UNITS) + 1)
 CLASS_FILES: Final = (
     "class_order",
@@ -119,6 +123,9 @@ CLASS_FILES: Final = (
     "class_sorted_start",
     "class_sorted_end",
     "class_bounds",
+    "class_sorted_open_confirmed",
+    "class_open_bounds",
+    "class_ended_presumed",
 )
 # The change list (`ingest.changes`), one entry per change of a fee line, grouped by venue code
 # and in change order within a venue (effective date, then line id): `change_day` (days since

@@ -110,6 +110,25 @@ def test_spreads_are_exactly_what_sql_finds(indexed: Indexed) -> None:
     assert compared > REQUESTS // 2  # real comparisons, not only empty ones
 
 
+@pytest.mark.parametrize("action", ["routed", "make", "take"])
+def test_an_age_limit_counts_stale_records_apart_as_sql_does(indexed: Indexed, action: str) -> None:
+    """NYSE's standard rates of the fixture (`tests.conftest.STANDARD_ROWS`): the routed fee a
+    complete schedule ended on 2023-05-31, last confirmed 2020-01-02, is stale in force on
+    2022-06-01 a year back; the open ones are stale by their own readings."""
+    for day, age in ((date(2022, 6, 1), 365), (date(2025, 6, 1), 730), (date(2023, 6, 1), 0)):
+        selection = queries.Selection(
+            venues=["nyse"],
+            values={"fee_type": ["equity"], "fee_action": [action]},
+            in_force_on=day,
+            max_age_days=age,
+        )
+        spreads = indexed.dataset.classes.spreads(selection, "per_share")
+        found = index_spreads(indexed.dataset, spreads)
+        assert found == sql_spreads(indexed.dataset, selection, "per_share"), (day, age)
+        if action == "routed" and day.year == 2022:
+            assert found["nyse"][4] >= 1  # the schedule-ended routed fee, stale
+
+
 def get(client: httpx.Client, key: str = KEYS["full"], **params: Any) -> httpx.Response:
     return client.get(COMPARE, params=params, headers=exchange_headers(key))
 

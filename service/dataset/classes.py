@@ -7,9 +7,10 @@ groups; in each, the records in force on the day are counted by two binary searc
 sorted starts and ends, and its lowest amount in force is the first record in force met from
 the group's start (its highest, the last from its end): a few probes, made for every group at
 once in widening windows. Every step runs over all groups together, in numpy; no record that
-is not looked at is read. Filters on other columns (symbol and trade, provenance) are not in
-the groups, nor is a record's last confirmation: with one, or an age limit (`max_age_days`),
-each picked group's records are tested in order instead, the stale ones counted apart.
+is not looked at is read. An age limit (`max_age_days`) counts each group's stale records in
+force apart (`_stale`) and probes past them. Filters on other columns (symbol and trade,
+provenance) are not in the groups: with one, each picked group's records are tested in order
+instead.
 """
 
 from collections.abc import Mapping
@@ -96,29 +97,59 @@ class ClassIndex:
         compared = groups % SLOTS == (-1 if code is None else code * 2)  # money in the unit
         others = {column: table for column, table in wanted.items() if column not in CLASSED}
         oldest = selection.oldest_confirmation()
-        if others or oldest is not None:
-            floor = None if oldest is None else np.int32((oldest - EPOCH).days)
+        floor = None if oldest is None else np.int32((oldest - EPOCH).days)
+        if others:
             held = self._tested(groups, compared, day, others, floor)
         else:
-            held = self._probed(groups, compared, day)
+            held = self._probed(groups, compared, day, floor)
         return self._by_venue(groups // (CLASSES * SLOTS), compared, held)
 
-    def _probed(self, groups: Array, compared: Array, day: np.int32) -> Held:
+    def _probed(
+        self, groups: Array, compared: Array, day: np.int32, floor: np.int32 | None
+    ) -> Held:
         """The groups' records in force, counted in their sorted periods, and the extremes of
-        the compared ones probed from either end."""
+        the compared ones probed from either end; with a `floor`, those last confirmed before
+        it counted apart, as stale, and passed over."""
         begin, end = self._bounds[groups], self._bounds[groups + 1]
         started = _search(self._arrays["class_sorted_start"], begin, end, day, "right")
         ended = _search(self._arrays["class_sorted_end"], begin, end, day, "left")
         counts = started - ended
+        stale = None
+        if floor is not None:
+            stale = self._stale(groups, begin, end, day, floor)
+            counts = counts - stale
         some = compared & (counts > 0)
         begin, end = begin[some], end[some]
-        lowest = self._first_in_force(begin, end, day, 1)
-        last = self._first_in_force(end - 1, begin - 1, day, -1)
+        lowest = self._first_in_force(begin, end, day, 1, floor)
+        last = self._first_in_force(end - 1, begin - 1, day, -1, floor)
         # Ties for the highest amount go to the lowest record id: the first in force of the
         # records holding that amount (the group is in record order within an amount).
         amounts = self._arrays["class_amount"]
         tied = _search(amounts, begin, last, amounts[last], "left")
-        return Held(counts, lowest, self._first_in_force(tied, last + 1, day, 1))
+        return Held(counts, lowest, self._first_in_force(tied, last + 1, day, 1, floor), stale)
+
+    def _stale(
+        self, groups: Array, begin: Array, end: Array, day: np.int32, floor: np.int32
+    ) -> Array:
+        """Per group, its records in force on `day` last confirmed before `floor`. A record's
+        confirmation is its end when it is not presumed, so those are its open records last
+        confirmed before the floor (a binary search in their sorted confirmations), and the few
+        ended ones a complete schedule ended after their last confirmation (tested)."""
+        arrays = self._arrays
+        low, high = arrays["class_open_bounds"][groups], arrays["class_open_bounds"][groups + 1]
+        stale = _search(arrays["class_sorted_open_confirmed"], low, high, floor, "left") - low
+        places = arrays["class_ended_presumed"]
+        first = np.searchsorted(places, begin, side="left")
+        for at in np.flatnonzero(np.searchsorted(places, end, side="left") > first).tolist():
+            held = places[first[at] : np.searchsorted(places, end[at], side="left")]
+            stale[at] += int(
+                np.count_nonzero(
+                    (arrays["class_start"][held] <= day)
+                    & (arrays["class_end"][held] >= day)
+                    & (arrays["class_confirmed"][held] < floor)
+                )
+            )
+        return stale
 
     def _tested(
         self,
@@ -161,11 +192,14 @@ class ClassIndex:
         ]
         return Held(counts, places[firsts], places[np.array(tied, dtype=np.int64)], stale)
 
-    def _first_in_force(self, cursor: Array, limit: Array, day: np.int32, step: int) -> Array:
-        """Per group, the first place in force from `cursor` towards `limit` (excluded), going
-        by `step`: windows of places probed for every group at once, each round twice as wide
-        (each group is known to hold one)."""
+    def _first_in_force(
+        self, cursor: Array, limit: Array, day: np.int32, step: int, floor: np.int32 | None
+    ) -> Array:
+        """Per group, the first place in force (and confirmed on or after `floor`, when given)
+        from `cursor` towards `limit` (excluded), going by `step`: windows of places probed for
+        every group at once, each round twice as wide (each group is known to hold one)."""
         starts, ends = self._arrays["class_start"], self._arrays["class_end"]
+        confirmed = self._arrays["class_confirmed"]
         found = np.empty(len(cursor), dtype=np.int64)
         cursor, limit = cursor.astype(np.int64), limit.astype(np.int64)
         todo, width = np.arange(len(cursor)), FIRST_PROBES
@@ -174,6 +208,8 @@ class ClassIndex:
             inside = (at < limit[todo, None]) if step > 0 else (at > limit[todo, None])
             at = np.where(inside, at, cursor[todo, None])  # out of range: read a safe place
             hit = inside & (starts[at] <= day) & (ends[at] >= day)
+            if floor is not None:
+                hit &= confirmed[at] >= floor
             got = hit.any(axis=1)
             found[todo[got]] = at[got, hit[got].argmax(axis=1)]
             cursor[todo] += step * width
