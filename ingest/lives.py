@@ -85,10 +85,9 @@ WHERE NOT EXISTS (
 # One pass over the lines: per record, the earlier record it repeats, if any (the one before
 # it with the same start, figure and end; or the earlier record holding the latest end, when
 # this one shows the same figure inside that one's period: it ends by then, or gives no end),
-# how far the earlier
-# records reach by their own dates (a given end, else their start: an open record is ended by
-# the next, not in conflict with it) and which holds that reach, and whether a later record
-# follows it. Only the records something happens to are kept.
+# how far the earlier records reach by their own dates (a given end, else their start: an open
+# record is ended by the next, not in conflict with it) and which holds that reach, and whether
+# a later record follows it. Only the records something happens to are kept.
 CREATE_STEPS: Final = f"""
 CREATE TABLE steps AS
 SELECT *
@@ -250,11 +249,15 @@ PERIOD_OF: Final = (
     "strftime(others.effective_start, '%Y-%m-%d') || ' to ' "
     "|| coalesce(strftime(others.effective_end, '%Y-%m-%d'), 'no end')"
 )
+# A record's place in the raw files: the key of the problems table.
+PLACE: Final = "files.file_no, coalesce(line_map.ordinal, records.source_line - 1)"
+PLACE_JOINS: Final = """JOIN files ON files.path = records.source_file
+LEFT JOIN line_map
+    ON line_map.file_no = files.file_no AND line_map.line = records.source_line"""
 LIST_PAIRS: Final = f"""
 INSERT INTO problems
 SELECT
-    files.file_no,
-    coalesce(line_map.ordinal, records.source_line - 1),
+    {PLACE},
     $column_no,
     $column,
     CAST(records.{{column}} AS VARCHAR),
@@ -265,9 +268,7 @@ FROM (
 ) AS pairs
 JOIN {RECORDS} AS records ON records.rowid = pairs.position
 JOIN {RECORDS} AS others ON others.rowid = pairs.other
-JOIN files ON files.path = records.source_file
-LEFT JOIN line_map
-    ON line_map.file_no = files.file_no AND line_map.line = records.source_line
+{PLACE_JOINS}
 """
 LIST_OVERLAPS: Final = LIST_PAIRS.format(
     column="effective_start", reason="'overlaps '", what="the same fee line"
@@ -280,8 +281,7 @@ LIST_STANDARD: Final = LIST_PAIRS.format(
 LIST_OMITTED: Final = f"""
 INSERT INTO problems
 SELECT
-    files.file_no,
-    coalesce(line_map.ordinal, records.source_line - 1),
+    {PLACE},
     $column_no,
     'effective_end',
     strftime(records.effective_end, '%Y-%m-%d'),
@@ -290,9 +290,7 @@ SELECT
         || ') does not list its fee line'
 FROM omitted
 JOIN {RECORDS} AS records ON records.rowid = omitted.position
-JOIN files ON files.path = records.source_file
-LEFT JOIN line_map
-    ON line_map.file_no = files.file_no AND line_map.line = records.source_line
+{PLACE_JOINS}
 """
 IN_CONFLICT: Final = "SELECT position FROM conflicts UNION SELECT other FROM conflicts"
 COUNT_IN_CONFLICT: Final = f"SELECT count(*) FROM ({IN_CONFLICT})"
