@@ -66,7 +66,8 @@ def write_classes(index: Path, arrays: dict[str, Array], classes: Array, venues:
     open_confirmed = _sorted_within(dense[open_], arrays["confirmed_through"][open_])
     np.save(index / "class_sorted_open_confirmed.npy", open_confirmed)
     np.save(index / "class_bounds.npy", np.concatenate(([0], np.cumsum(held))).astype(np.int64))
-    bounds = np.concatenate(([0], np.cumsum(held_open))).astype(np.int64)
+    # 32-bit: a table of every group (a few hundred kB a venue), for fewer records than 2**31.
+    bounds = np.concatenate(([0], np.cumsum(held_open))).astype(np.int32)
     np.save(index / "class_open_bounds.npy", bounds)
 
 

@@ -16,13 +16,15 @@ rates"). In order, each step over the records the steps before it kept:
                   by the periods the next step will give them: both rejected, and the periods
                   found again (a rejected record no longer ends the one before it)
     ends          a record with no end ends the day before its line's next record starts, or
-                  the day before the first complete schedule of its scope omitting its line
-                  (`ended_by` names that schedule); a `stated` date basis becomes `derived`
+                  the day before the first complete schedule of its scope omitting its line;
+                  `ended_by` names the source that gives the end (the reading or the schedule),
+                  and `date_basis` keeps saying how the row's own dates are known
 
-A record's `confirmed_through` starts as the latest day its own reading shows (its given end,
-else the later of its start and its schedule's day) and becomes its end when that end is given
-or comes from the line's next reading. An end that a schedule's omission gives is not a
-confirmation: the schedule shows only that the line was gone by then.
+A record's `confirmed_through` is the latest day its own readings show (its given end, else the
+later of its start and its schedules' days), or its end when the line's next reading shows the
+same figure from the day after (the figure held throughout). An end derived otherwise is not a
+confirmation: a next reading of another figure shows that the figure changed by then, not when;
+a schedule's omission, that the line was gone by then.
 
 Every step is a query over the serving table; the tables they make are small (the schedules,
 the lines continued by a later reading, the few records in conflict), so an input with none of
@@ -159,20 +161,25 @@ AND r.effective_end >= s.as_of
 """
 
 # The ends the `ends` step gives: per open record continued by a later record of its line or
-# omitted from a complete schedule of its scope, the day before the earlier of the two, and
-# the schedule's address when the schedule's day is that one.
+# omitted from a complete schedule of its scope, the day before the earlier of the two, whether
+# the schedule gives it, the address of the source that does (the schedule's, or the next
+# reading's), and whether the line's next reading (when it is the one) shows the same figure,
+# which confirms the record up to it.
 CREATE_ENDS: Final = f"""
 CREATE OR REPLACE TABLE ends AS
 WITH continued AS (
     SELECT DISTINCT line_id FROM steps WHERE effective_end IS NULL
 ),
 nexts AS (
-    SELECT position, next_start
+    SELECT position, next_start, next_url, next_seen = seen AS same_figure
     FROM (
         SELECT
             rowid AS position,
             effective_end,
-            lead(effective_start) OVER ({LINE_ORDER}) AS next_start
+            {SEEN_FIGURE} AS seen,
+            lead(effective_start) OVER ({LINE_ORDER}) AS next_start,
+            lead(source_url) OVER ({LINE_ORDER}) AS next_url,
+            lead({SEEN_FIGURE}) OVER ({LINE_ORDER}) AS next_seen
         FROM {RECORDS}
         WHERE line_id IN (SELECT line_id FROM continued)
     )
@@ -188,8 +195,9 @@ omissions AS (
 SELECT
     position,
     least(nexts.next_start, omissions.as_of) - 1 AS effective_end,
-    CASE WHEN omissions.as_of <= coalesce(nexts.next_start, {NO_END})
-        THEN omissions.source_url END AS ended_by
+    coalesce(omissions.as_of <= coalesce(nexts.next_start, {NO_END}), false) AS by_schedule,
+    CASE WHEN by_schedule THEN omissions.source_url ELSE nexts.next_url END AS ended_by,
+    NOT by_schedule AND coalesce(nexts.same_figure, false) AS confirmed_to_end
 FROM nexts FULL JOIN omissions USING (position)
 """
 
@@ -233,10 +241,8 @@ APPLY_ENDS: Final = f"""
 UPDATE {RECORDS} AS records
 SET
     effective_end = ends.effective_end,
-    date_basis = CASE WHEN records.date_basis = 'stated' THEN 'derived'
-        ELSE records.date_basis END,
     ended_by = ends.ended_by,
-    confirmed_through = CASE WHEN ends.ended_by IS NULL THEN ends.effective_end
+    confirmed_through = CASE WHEN ends.confirmed_to_end THEN ends.effective_end
         ELSE least(records.confirmed_through, ends.effective_end) END
 FROM ends
 WHERE records.rowid = ends.position
@@ -298,7 +304,7 @@ DELETE_IN_CONFLICT: Final = f"DELETE FROM {RECORDS} WHERE rowid IN ({IN_CONFLICT
 DELETE_OMITTED: Final = f"DELETE FROM {RECORDS} WHERE rowid IN (SELECT position FROM omitted)"
 COUNT_OMITTED: Final = "SELECT count(DISTINCT position) FROM omitted"
 COUNT_ENDS: Final = (
-    "SELECT count(*) FILTER (ended_by IS NULL), count(*) FILTER (ended_by IS NOT NULL) FROM ends"
+    "SELECT count(*) FILTER (NOT by_schedule), count(*) FILTER (by_schedule) FROM ends"
 )
 CLEAN_UP: Final = "".join(
     f"DROP TABLE IF EXISTS {name};\n"

@@ -314,13 +314,13 @@ def test_sigkill_at_random_moments_leaves_a_whole_current_and_a_working_rerun(
 
 @pytest.fixture
 def small_fs(tmp_path: Path) -> Iterator[Path]:
-    """A 2 MB filesystem of its own (a tmpfs): a disk that really fills, a mount that can
+    """A 4 MB filesystem of its own (a tmpfs): a disk that really fills, a mount that can
     really be read-only. Needs root, which is also when file modes stop nothing."""
     if os.geteuid() != 0:
         pytest.skip("mounting a tmpfs needs root")
     point = tmp_path / "fs"
     point.mkdir()
-    mounted = mount("-t", "tmpfs", "-o", "size=2m", "tmpfs", str(point))
+    mounted = mount("-t", "tmpfs", "-o", "size=4m", "tmpfs", str(point))
     if mounted:
         pytest.skip(f"cannot mount a tmpfs here: {mounted}")
     yield point
@@ -375,7 +375,8 @@ def state(data: Path) -> tuple[str, list[str], dict[str, str]]:
 
 
 def publish_small(data: Path) -> None:
-    """A first version that fits the small filesystem (about 600 kB)."""
+    """A first version that fits the small filesystem (about 2 MB: the class index's table of
+    every group is most of it)."""
     assert run_cli(FIXTURES / "raw", data).returncode == 0
 
 

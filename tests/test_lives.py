@@ -23,6 +23,7 @@ from ingest.schema import V4_RAW_COLUMNS
 from tests.conftest import REGISTRY, fee_row, read_fees, write_raw
 from tests.test_ingest import documented_line_id, read_rejects
 
+PRICE_LIST = "https://example.test/nyse-price-list"  # `fee_row`'s source
 JAN = "https://example.test/schedule-2024-01"
 FEB = "https://example.test/schedule-2024-02"
 MAR = "https://example.test/schedule-2024-03"
@@ -73,9 +74,11 @@ def test_an_open_record_ends_the_day_before_its_lines_next_reading(tmp_path: Pat
             fee_row(fee_amount="($0.0015)", effective_start="2022-01-03"),  # same figure again
         ],
     )
+    # The first figure changed by 2021-06-01, on a day no source shows: confirmed on its own
+    # reading only. The second is read again from the day after its end: confirmed to it.
     assert [life(record) for record in read_fees(result.version_dir)] == [
-        ("Adding credit", "2020-01-02", "2021-05-31", "derived", "2021-05-31", None),
-        ("Adding credit", "2021-06-01", "2022-01-02", "observed", "2022-01-02", None),
+        ("Adding credit", "2020-01-02", "2021-05-31", "stated", "2020-01-02", PRICE_LIST),
+        ("Adding credit", "2021-06-01", "2022-01-02", "observed", "2022-01-02", PRICE_LIST),
         ("Adding credit", "2022-01-03", None, "stated", "2022-01-03", None),
     ]
     manifest = layout.read_manifest(result.version_dir)
@@ -132,16 +135,16 @@ def test_a_complete_schedule_ends_what_it_omits_and_confirms_what_it_lists(
     }
     assert records == {
         ("Adding credit", "2020-01-02"): (
-            "Adding credit", "2020-01-02", "2024-02-29", "derived", "2024-02-29", None),
+            "Adding credit", "2020-01-02", "2024-02-29", "stated", "2024-02-29", MAR),
         ("Adding credit", "2024-03-01"): (
             "Adding credit", "2024-03-01", None, "observed", "2024-03-01", None),
-        ("Removing fee", "2020-01-02"): (
-            "Removing fee", "2020-01-02", "2024-02-29", "derived", "2024-02-29", None),
+        ("Removing fee", "2020-01-02"): (  # a new figure: confirmed on its own reading
+            "Removing fee", "2020-01-02", "2024-02-29", "stated", "2020-01-02", MAR),
         ("Removing fee", "2024-03-01"): (
             "Removing fee", "2024-03-01", None, "observed", "2024-03-01", None),
         # Gone by the schedule's day: ended the day before, last confirmed by its own reading.
         ("Tier 1 credit", "2019-05-01"): (
-            "Tier 1 credit", "2019-05-01", "2024-02-29", "derived", "2019-05-01", MAR),
+            "Tier 1 credit", "2019-05-01", "2024-02-29", "stated", "2019-05-01", MAR),
         ("Regulatory fee", "2019-05-01"): (
             "Regulatory fee", "2019-05-01", None, "stated", "2019-05-01", None),
         ("Ended before", "2020-01-02"): (
@@ -202,7 +205,7 @@ def test_a_complete_standard_rates_schedule_ends_only_standard_lines(tmp_path: P
         ],
     )
     assert sorted(life(record) for record in read_fees(result.version_dir)) == [
-        ("Base add rebate", "2020-01-02", "2024-02-29", "derived", "2020-01-02", MAR),
+        ("Base add rebate", "2020-01-02", "2024-02-29", "stated", "2020-01-02", MAR),
         ("Standard add rebate", "2024-03-01", None, "observed", "2024-03-01", None),
         ("Tier credit", "2020-01-02", None, "stated", "2020-01-02", None),
     ]
@@ -388,18 +391,22 @@ class Reading:
         return fee_row(**values)
 
 
+NEXT = "the line's next record"
+
+
 def expected_lives(readings: list[Reading]) -> dict[tuple[str, str], tuple[object, ...]]:
-    """Per (label, start) of each published record: its end, its confirmation, its ender."""
+    """Per (label, start) of each published record: its end, its confirmation, the source that
+    ended it (`NEXT`: the next record's)."""
     category = {line: line == len(LABELS) - 1 for line in range(len(LABELS))}
     schedules = {(category[r.line], r.as_of) for r in readings if r.listed}
     listed = {(r.line, r.as_of) for r in readings if r.listed}
-    records = {}  # (line, start) -> the latest day its readings show
+    records = {}  # (line, start) -> its figure and the latest day its readings show
     for line, day in {(r.line, r.day) for r in readings}:
         group = [r for r in readings if (r.line, r.day) == (line, day)]
         if len({r.figure for r in group}) == 1:  # one figure: repeats; two: a conflict
-            records[line, day] = max(r.as_of if r.listed else r.day for r in group)
+            records[line, day] = group[0].figure, max(r.as_of if r.listed else r.day for r in group)
     found = {}
-    for (line, day), shown in records.items():
+    for (line, day), (figure, shown) in records.items():
         later = [start for (other, start) in records if other == line and start > day]
         omitted = [
             when for (kind, when) in schedules
@@ -412,7 +419,9 @@ def expected_lives(readings: list[Reading]) -> dict[tuple[str, str], tuple[objec
             end, ended_by = by_schedule - 1, f"https://example.test/schedule-{by_schedule}"
             confirmed = min(shown, end)
         elif by_next is not None:
-            end = confirmed = by_next - 1
+            end = by_next - 1  # confirmed to it when the next reading shows the same figure
+            confirmed = end if records[line, by_next][0] == figure else min(shown, end)
+            ended_by = NEXT
         else:
             confirmed = shown
         found[LABELS[line], str(DAY0 + timedelta(days=day))] = (
@@ -447,12 +456,16 @@ def test_ends_and_confirmations_follow_the_documented_rules(readings: list[Readi
         except IngestError:  # every row in conflict: nothing to publish
             assert expected_lives(readings) == {}
             return
-        published = {
-            (record["fee_name"], str(record["effective_start"])): (
-                str(record["effective_end"]) if record["effective_end"] else None,
-                str(record["confirmed_through"]),
-                record["ended_by"],
-            )
-            for record in read_fees(result.version_dir)
-        }
+        records = sorted(
+            read_fees(result.version_dir),
+            key=lambda record: (record["fee_name"], record["effective_start"]),
+        )
+    published = {}
+    for record, after in zip(records, [*records[1:], None], strict=True):
+        next_url = after["source_url"] if after and after["fee_name"] == record["fee_name"] else ""
+        published[record["fee_name"], str(record["effective_start"])] = (
+            str(record["effective_end"]) if record["effective_end"] else None,
+            str(record["confirmed_through"]),
+            NEXT if record["ended_by"] and record["ended_by"] == next_url else record["ended_by"],
+        )
     assert published == expected_lives(readings)

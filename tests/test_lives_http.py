@@ -140,7 +140,7 @@ def test_a_line_s_history_names_the_schedule_that_ended_it(nyse: httpx.Client) -
         record["confirmed_through"],
         record["date_basis"],
         record["standard"],
-    ) == ("2023-05-31", SCHEDULE, "2020-01-02", "derived", True)
+    ) == ("2023-05-31", SCHEDULE, "2020-01-02", "stated", True)
 
 
 def test_a_comparison_leaves_out_figures_not_confirmed_for_two_years(nyse: httpx.Client) -> None:
