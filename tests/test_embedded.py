@@ -206,3 +206,36 @@ def test_the_real_rate_changes_are_listed_with_their_before_and_after(
     assert cut["after"]["source_link"] == (
         "https://info.memxtrading.com/trader-alert-21-37-fee-schedule-update-effective-january-3-2022/"
     )
+
+
+def test_cboe_s_standard_rates_show_their_changes_and_a_schedule_s_ends(
+    embedded_version: IngestResult, accounts_file: Path
+) -> None:
+    """Cboe BZX cut its standard rebate for adding displayed liquidity from $0.0020 to $0.0016
+    in the schedule of 2024-11-20; EDGA's inverted pricing of 2024-10-25 ended on 2024-10-31 by
+    its own schedule's word, and its maker-taker pricing is read from 2025-03-13: a removal,
+    then an addition."""
+    settings = Settings(
+        data_dir=embedded_version.version_dir.parent.parent, accounts_file=accounts_file
+    )
+    params = {"standard": "true", "fee_action": "make", "start_date": "2024-01-01",
+              "end_date": "2025-12-31", "page_size": "100"}  # fmt: skip
+    with LiveServer(settings) as live:
+        changes = {
+            venue: httpx.get(
+                f"{live.url}/api/v1/fee-changes/",
+                params=params | {"exchange_name": venue},
+                headers=exchange_headers(),
+            ).json()["data"]
+            for venue in ("cboe_bzx", "cboe_edga")
+        }
+    assert [
+        (item["change_type"], item["effective_date"], item["before"]["fee_amount"],
+         item["after"]["fee_amount"])
+        for item in changes["cboe_bzx"]
+    ] == [("changed", "2024-11-20", "($0.0020)", "($0.0016)")]  # fmt: skip
+    assert [(item["change_type"], item["effective_date"]) for item in changes["cboe_edga"]] == [
+        ("changed", "2024-10-25"),
+        ("removed", "2024-11-01"),
+        ("added", "2025-03-13"),
+    ]
