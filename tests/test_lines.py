@@ -85,10 +85,10 @@ def test_a_join_names_both_labels_and_the_build_puts_them_on_one_line(
     assert lines.main(args) == 0
     assert "make embedded" in capsys.readouterr().out
     links = embedded.read_links()
-    assert [(link["line_name"], link["fee_name"], link["decision"]) for link in links] == [
-        (CODE, BASE, "joined"),
-        (CODE, CODE, "joined"),
-    ]
+    assert [
+        (link["line_name"], link["fee_name"], link["participant"], link["decision"])
+        for link in links
+    ] == [(CODE, BASE, "all", "joined"), (CODE, CODE, "all", "joined")]
     built = embedded.build(embedded.read_table(embedded.FACTS), embedded.asset_classes(), links)
     joined = [row for row in built["memx"] if row["fee_name"] in (BASE, CODE)]
     assert {lines.line_id(row) for row in joined} == {named_line_id("memx", "equity", CODE)}
@@ -102,8 +102,30 @@ def test_an_apart_decision_is_never_listed_again(facts: Path) -> None:
     assert (link["line_name"], link["fee_name"], link["decision"]) == (BASE, CODE, "apart")
 
 
+def test_a_link_may_keep_to_one_participant_of_a_label_printed_for_several(
+    facts: Path,
+) -> None:
+    """One label printed for two participants: a decision naming one joins that one alone,
+    a decision naming none joins both."""
+    shared = "Non-Customer adding liquidity"
+    facts_table = embedded.read_table(embedded.FACTS) + [
+        fact(shared, "($0.40)", "2026-01-28", "https://example.test/s", participant=who)
+        for who in ("firm", "broker_dealer")
+    ]
+    link = dict.fromkeys(embedded.LINK_COLUMNS, "") | {
+        "venue": "memx", "fee_type": "equity", "line_name": "Firm add", "fee_name": shared,
+        "participant": "firm", "decision": "joined", "evidence": "e",
+    }  # fmt: skip
+    registry = embedded.asset_classes()
+    rows = embedded.build(facts_table, registry, [link])["memx"]
+    named = {row["participant"]: row["line_name"] for row in rows if row["fee_name"] == shared}
+    assert named == {"firm": "Firm add", "broker_dealer": ""}
+    rows = embedded.build(facts_table, registry, [link | {"participant": ""}])["memx"]
+    assert {row["line_name"] for row in rows if row["fee_name"] == shared} == {"Firm add"}
+
+
 def test_a_link_naming_no_fact_or_joining_a_label_twice_stops_the_build(facts: Path) -> None:
-    link = dict(zip(embedded.LINK_COLUMNS, ("memx", "equity", "X", BASE, "", "joined", "e"),
+    link = dict(zip(embedded.LINK_COLUMNS, ("memx", "equity", "X", BASE, "", "", "joined", "e"),
                     strict=True))  # fmt: skip
     facts_table = embedded.read_table(embedded.FACTS)
     registry = embedded.asset_classes()

@@ -56,21 +56,23 @@ FACT_COLUMNS: Final = (
 )
 MARKET_WIDE: Final = "@"
 
-# A reader's decision on one label of a venue's fee type (with its tier): it is (`joined`) or is
-# not (`apart`) a reading of the line named `line_name`; `evidence` says why.
+# A reader's decision on one label of a venue's fee type (with its tier, and its participant
+# when the label is printed for several: empty for every one): it is (`joined`) or is not
+# (`apart`) a reading of the line named `line_name`; `evidence` says why.
 LINK_COLUMNS: Final = (
     "venue",
     "fee_type",
     "line_name",
     "fee_name",
     "volume_tier",
+    "participant",
     "decision",
     "evidence",
 )
 DECISIONS: Final = ("joined", "apart")
 
 Row = dict[str, str]
-Label = tuple[str, str, str, str]  # venue, fee type, label, tier
+Label = tuple[str, str, str, str, str]  # venue, fee type, label, tier, participant
 
 
 def read_table(path: Path, columns: tuple[str, ...] = FACT_COLUMNS) -> list[Row]:
@@ -92,22 +94,30 @@ def read_links(path: Path | None = None) -> list[Row]:
 
 
 def label_of(row: Row) -> Label:
-    return (row["venue"], row["fee_type"], row["fee_name"], row["volume_tier"])
+    return (row["venue"], row["fee_type"], row["fee_name"], row["volume_tier"], row["participant"])
+
+
+def covers(link: Row, label: Label) -> bool:
+    """Whether a decision is about a label (of any participant, when it names none)."""
+    return label_of(link)[:4] == label[:4] and link["participant"] in ("", label[4])
 
 
 def line_names(facts: list[Row], links: list[Row]) -> dict[Label, str]:
     """The line each joined label belongs to; raises ValueError for a decision naming no fact
     or a label joined to two lines."""
-    labels = {label_of(fact) for fact in facts}
+    labels: dict[tuple[str, ...], list[Label]] = defaultdict(list)
+    for label in {label_of(fact) for fact in facts}:
+        labels[label[:4]].append(label)
     names: dict[Label, str] = {}
     for link in links:
         if link["decision"] != "joined":
             continue
-        label = label_of(link)
-        if label not in labels:
-            raise ValueError(f"links.csv: no fact has the label {label}")
-        if names.setdefault(label, link["line_name"]) != link["line_name"]:
-            raise ValueError(f"links.csv: {label} is joined to two lines")
+        covered = [label for label in labels[label_of(link)[:4]] if covers(link, label)]
+        if not covered:
+            raise ValueError(f"links.csv: no fact has the label {label_of(link)}")
+        for label in covered:
+            if names.setdefault(label, link["line_name"]) != link["line_name"]:
+                raise ValueError(f"links.csv: {label} is joined to two lines")
     return names
 
 

@@ -132,15 +132,12 @@ def likeness(one: str, other: str) -> float:
 
 
 def decided_apart(one: Line, other: Line, links: Iterable[embedded.Row]) -> bool:
-    apart = {
-        (link["line_name"], link["fee_name"], link["volume_tier"])
-        for link in links
-        if link["decision"] == "apart"
-    }
+    apart = [link for link in links if link["decision"] == "apart"]
     return any(
-        (first.name, label[2], label[3]) in apart
+        link["line_name"] == first.name and embedded.covers(link, label)
         for first, second in ((one, other), (other, one))
         for label in second.labels
+        for link in apart
     )
 
 
@@ -165,7 +162,7 @@ def candidates(lines: dict[str, Line], links: list[embedded.Row]) -> list[tuple[
 def describe(line: Line) -> str:
     row = line.rows[0]
     labels = "; ".join(
-        f"{label}" + (f" [{tier}]" if tier else "") for _, _, label, tier in line.labels
+        f"{label}" + (f" [{tier}]" if tier else "") for _, _, label, tier, _ in line.labels
     )
     kind = f"named {line.name!r}" if line.named else "unnamed"
     return (
@@ -204,24 +201,24 @@ def join(one: Line, other: Line, name: str | None, evidence: str) -> list[embedd
     for link in links:
         if link["decision"] == "joined" and link["line_name"] in renamed:
             link["line_name"] = chosen
-    joined = {embedded.label_of(link) for link in links if link["decision"] == "joined"}
-    for venue, fee_type, label, tier in one.labels + other.labels:
-        if (venue, fee_type, label, tier) not in joined:
-            links.append(_decision(venue, fee_type, chosen, label, tier, "joined", evidence))
+    joined = [link for link in links if link["decision"] == "joined"]
+    for label in one.labels + other.labels:
+        if not any(embedded.covers(link, label) for link in joined):
+            links.append(_decision(label, chosen, "joined", evidence))
     return links
 
 
 def apart(one: Line, other: Line, evidence: str) -> list[embedded.Row]:
     links = embedded.read_links()
-    for venue, fee_type, label, tier in other.labels:
-        links.append(_decision(venue, fee_type, one.name, label, tier, "apart", evidence))
+    for label in other.labels:
+        links.append(_decision(label, one.name, "apart", evidence))
     return links
 
 
-def _decision(
-    venue: str, fee_type: str, name: str, label: str, tier: str, decision: str, evidence: str
-) -> embedded.Row:
-    values = (venue, fee_type, name, label, tier, decision, evidence)
+def _decision(label: embedded.Label, name: str, decision: str, evidence: str) -> embedded.Row:
+    """A decision on one label of one participant (a label may be printed for several)."""
+    venue, fee_type, fee_name, tier, participant = label
+    values = (venue, fee_type, name, fee_name, tier, participant, decision, evidence)
     return dict(zip(embedded.LINK_COLUMNS, values, strict=True))
 
 
