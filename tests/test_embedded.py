@@ -218,8 +218,8 @@ def test_cboe_s_standard_rates_show_their_changes_and_a_schedule_s_ends(
     settings = Settings(
         data_dir=embedded_version.version_dir.parent.parent, accounts_file=accounts_file
     )
-    params = {"standard": "true", "fee_action": "make", "start_date": "2024-01-01",
-              "end_date": "2025-12-31", "page_size": "100"}  # fmt: skip
+    params = {"standard": "true", "fee_type": "equity", "fee_action": "make",
+              "start_date": "2024-01-01", "end_date": "2025-12-31", "page_size": "100"}  # fmt: skip
     with LiveServer(settings) as live:
         changes = {
             venue: httpx.get(
