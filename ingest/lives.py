@@ -35,6 +35,7 @@ continuations) and a few filtered scans.
 from typing import Final
 
 import duckdb
+import pyarrow as pa
 
 from ingest.changes import SEEN_FIGURE
 from ingest.schema import RAW_COLUMNS
@@ -131,7 +132,7 @@ REPEATED: Final = "SELECT position, repeats FROM steps WHERE repeats IS NOT NULL
 # The repeats (`position` repeats `first`, the record it joins): the first is confirmed through
 # the latest day any of them shows, and the others go.
 CREATE_REPEATS: Final = "CREATE TABLE repeats (position BIGINT, first BIGINT)"
-INSERT_REPEAT: Final = "INSERT INTO repeats VALUES ($position, $first)"
+INSERT_REPEATS: Final = "INSERT INTO repeats SELECT position, first FROM folded"
 COLLAPSE_REPEATS: Final = f"""
 UPDATE {RECORDS} AS records
 SET confirmed_through = shown.day
@@ -361,9 +362,16 @@ def _collapse_repeats(con: duckdb.DuckDBPyConnection) -> int:
             position = repeats[position]
         return position
 
-    con.executemany(
-        INSERT_REPEAT, [{"position": position, "first": first(position)} for position in repeats]
+    # One insert of an Arrow table: a monthly extract can repeat most of its lines.
+    folded = pa.table(
+        {
+            "position": pa.array(list(repeats), pa.int64()),
+            "first": pa.array([first(position) for position in repeats], pa.int64()),
+        }
     )
+    con.register("folded", folded)
+    con.execute(INSERT_REPEATS)
+    con.unregister("folded")
     con.execute(COLLAPSE_REPEATS)
     return len(repeats)
 
