@@ -194,8 +194,8 @@ def _stale(con: duckdb.DuckDBPyConnection) -> list[str]:
         f"{STALE_DAYS} days before it (their `confirmed_through` is older): an answer for that "
         "day presumes them, and `GET /compare/` leaves them out by default. Target: at most "
         "25% on 2025-06-01.\n\n"
-        "| day | in force | presumed over 730 days | share | equity make/take in force "
-        "| of them presumed over 730 days | share |\n"
+        f"| day | in force | presumed over {STALE_DAYS} days | share | equity make/take in force "
+        f"| of them presumed over {STALE_DAYS} days | share |\n"
         "|---|---:|---:|---:|---:|---:|---:|",
         (
             f"| {day} | {count:,} | {stale:,} | {percent(stale, count)} | {equity:,} "
@@ -208,7 +208,7 @@ def _stale(con: duckdb.DuckDBPyConnection) -> list[str]:
 def _standard(con: duckdb.DuckDBPyConnection) -> list[str]:
     first, last = STANDARD_YEARS
     years = range(first, last + 1)
-    found = {
+    confirmed = {
         (venue, fee_type, year): ("M" if make else "") + ("T" if take else "")
         for venue, fee_type, year, make, take in con.execute(
             STANDARD_CONFIRMED, {"first": first, "last": last}
@@ -224,7 +224,7 @@ def _standard(con: duckdb.DuckDBPyConnection) -> list[str]:
         f"| venue | fee type | {head} |\n|---|---|{'---|' * len(years)}",
         (
             f"| {venue} | {fee_type} | "
-            + " | ".join(found.get((venue, fee_type, year)) or "-" for year in years)
+            + " | ".join(confirmed.get((venue, fee_type, year)) or "-" for year in years)
             + " |"
             for venue, fee_type in con.execute(VENUE_TYPES).fetchall()
         ),

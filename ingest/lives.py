@@ -38,6 +38,7 @@ import duckdb
 import pyarrow as pa
 
 from ingest.changes import SEEN_FIGURE
+from ingest.layout import CLASSED
 from ingest.schema import RAW_COLUMNS
 from ingest.serving import RECORDS
 
@@ -46,6 +47,17 @@ from ingest.serving import RECORDS
 LINE_ORDER: Final = "PARTITION BY line_id ORDER BY effective_start, record_id"
 REACH: Final = "{'end': coalesce(effective_end, effective_start), 'first': -rowid}"
 NO_END: Final = "DATE '9999-12-31'"
+
+
+def same(columns: tuple[str, ...], a: str, b: str) -> str:
+    """SQL: the rows aliased `a` and `b` agree on every column (NULL agreeing with NULL)."""
+    return "\n    AND ".join(f"{a}.{c} IS NOT DISTINCT FROM {b}.{c}" for c in columns)
+
+
+# A complete schedule, and a record's standard class (its class and penny class, and the unit):
+# two standard lines of one venue in force on one day may not share one.
+SCHEDULE: Final = ("exchange", "fee_type", "scope", "category", "as_of")
+STANDARD_CLASS: Final = ("exchange", *CLASSED, "symbol_type", "unit")
 
 SCHEDULE_OF: Final = """
     exchange,
@@ -68,7 +80,7 @@ COUNT_SCHEDULES: Final = "SELECT count(*) FROM schedules"
 
 # The records of a schedule's scope that were in force the day before it (by their own start)
 # and whose line it does not list: `records`, aliased `r`, joined to the schedules `s`.
-IN_SCOPE_OMITTED: Final = """
+IN_SCOPE_OMITTED: Final = f"""
 JOIN schedules AS s
     ON s.exchange = r.exchange
     AND s.fee_type = r.fee_type
@@ -78,11 +90,7 @@ WHERE NOT EXISTS (
     SELECT 1
     FROM listings AS l
     WHERE l.line_id = r.line_id
-    AND l.exchange = s.exchange
-    AND l.fee_type = s.fee_type
-    AND l.scope = s.scope
-    AND l.as_of = s.as_of
-    AND l.category IS NOT DISTINCT FROM s.category
+    AND {same(SCHEDULE, "l", "s")}
 )"""
 
 # One pass over the lines: per record, the earlier record it repeats, if any (the one before
@@ -210,13 +218,7 @@ WITH periods AS (
     SELECT
         r.rowid AS position,
         r.line_id,
-        r.exchange,
-        r.fee_type,
-        r.fee_category,
-        r.action,
-        r.participant,
-        r.symbol_type,
-        r.unit,
+        {", ".join(f"r.{column}" for column in STANDARD_CLASS)},
         r.effective_start,
         coalesce(r.effective_end, ends.effective_end, {NO_END}) AS effective_end
     FROM {RECORDS} AS r LEFT JOIN ends ON ends.position = r.rowid
@@ -225,13 +227,7 @@ WITH periods AS (
 SELECT a.position, b.position AS other
 FROM periods AS a
 JOIN periods AS b
-    ON a.exchange = b.exchange
-    AND a.fee_type = b.fee_type
-    AND a.fee_category = b.fee_category
-    AND a.action = b.action
-    AND a.participant = b.participant
-    AND a.symbol_type IS NOT DISTINCT FROM b.symbol_type
-    AND a.unit = b.unit
+    ON {same(STANDARD_CLASS, "a", "b")}
     AND a.line_id <> b.line_id
     AND a.effective_start <= b.effective_end
     AND b.effective_start <= a.effective_end

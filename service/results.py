@@ -199,7 +199,6 @@ def _included(query: Query, day: date | None = None) -> queries.Included:
     return queries.Included(source=source, relationships=footnotes or definitions, day=day)
 
 
-
 def scope(dataset: Dataset, account: Account) -> list[str] | None:
     """The venues a key is limited to; None when it sees every venue (no condition needed)."""
     return None if account.exchanges is None else dataset.visible(account)

@@ -47,8 +47,8 @@ def supplier_data(request: Request) -> JSON:
     total, positions = dataset.index.page(
         selection.of(code), "effective_start", "asc", offset, limit
     )
-    found = dataset.rows_at(*queries.supplier_records_at(positions, selection.as_of))
-    records = [_displayed(row) for row in found]
+    rows = dataset.rows_at(*queries.supplier_records_at(positions, selection.as_of))
+    records = [_displayed(row) for row in rows]
     data = selection.echo(code) | _page(records, total, offset, limit)
     return JSON({"success": True, "data": data})
 

@@ -32,6 +32,7 @@ from typing import Final
 
 import duckdb
 
+from ingest.layout import CLASSED
 from ingest.schema import CLASSIFYING, LINE_NAME
 from ingest.units import AMOUNT, FORM, UNIT
 from tools import embedded
@@ -40,9 +41,9 @@ from tools import embedded
 # may be its predecessor under a new label.
 NEAR: Final = timedelta(days=400)
 ALIKE: Final = 0.45  # the least label likeness listed (0 to 1)
-# What two readings of one item share: the fee type, category, action, participant and penny
-# class. (Two lines read in one source on one day are two items, whatever they share.)
-SAME: Final = ("fee_type", "fee_category", "action", "participant", "symbol_type")
+# What two readings of one item share: their class (fee type, category, action, participant)
+# and penny class. (Two lines read in one source on one day are two items, whatever they share.)
+SAME: Final = (*CLASSED, "symbol_type")
 WORD: Final = re.compile(r"[a-z0-9$.]+")
 STEM: Final = re.compile(r"(?:ing|ed|es|s)$")
 
@@ -143,7 +144,7 @@ def decided_apart(one: Line, other: Line, links: Iterable[embedded.Row]) -> bool
 
 def candidates(lines: dict[str, Line], links: list[embedded.Row]) -> list[tuple[float, Line, Line]]:
     """The undecided pairs that may be one line, best first."""
-    found = []
+    pairs = []
     for one, other in combinations(lines.values(), 2):
         a, b = one.rows[0], other.rows[0]
         if any(a[key] != b[key] for key in SAME):
@@ -155,8 +156,8 @@ def candidates(lines: dict[str, Line], links: list[embedded.Row]) -> list[tuple[
             continue
         score = max(likeness(x[2], y[2]) for x in one.labels for y in other.labels)
         if score >= ALIKE and not decided_apart(one, other, links):
-            found.append((score, one, other))
-    return sorted(found, key=lambda item: (-item[0], item[1].short, item[2].short))
+            pairs.append((score, one, other))
+    return sorted(pairs, key=lambda item: (-item[0], item[1].short, item[2].short))
 
 
 def describe(line: Line) -> str:
@@ -173,13 +174,15 @@ def describe(line: Line) -> str:
 
 
 def find(lines: dict[str, Line], short: str) -> Line:
-    found = [line for line in lines.values() if line.short.startswith(short.replace("-", ""))]
-    if len(found) != 1:
-        raise SystemExit(f"{short}: {len(found)} lines of the venue start so; give more digits")
-    return found[0]
+    matching = [line for line in lines.values() if line.short.startswith(short.replace("-", ""))]
+    if len(matching) != 1:
+        raise SystemExit(f"{short}: {len(matching)} lines of the venue start so; give more digits")
+    return matching[0]
 
 
-def append(links: list[embedded.Row]) -> None:
+def write_links(links: list[embedded.Row]) -> None:
+    """Write every decision to `links.csv` (the file is rewritten: a join may rename earlier
+    decisions)."""
     with embedded.LINKS.open("w", newline="", encoding="utf-8") as handle:
         writer = csv.DictWriter(handle, fieldnames=embedded.LINK_COLUMNS, lineterminator="\n")
         writer.writeheader()
@@ -252,9 +255,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("they are one line already", file=sys.stderr)
         return 1
     if args.command == "join":
-        append(join(one, other, args.name, args.evidence))
+        write_links(join(one, other, args.name, args.evidence))
     else:
-        append(apart(one, other, args.evidence))
+        write_links(apart(one, other, args.evidence))
     print(f"recorded in {embedded.LINKS}; run `make embedded` to apply it")
     return 0
 

@@ -140,8 +140,9 @@ class ClassIndex:
         stale = _search(arrays["class_sorted_open_confirmed"], low, high, floor, "left") - low
         places = arrays["class_ended_presumed"]
         first = np.searchsorted(places, begin, side="left")
-        for at in np.flatnonzero(np.searchsorted(places, end, side="left") > first).tolist():
-            held = places[first[at] : np.searchsorted(places, end[at], side="left")]
+        last = np.searchsorted(places, end, side="left")
+        for at in np.flatnonzero(last > first).tolist():
+            held = places[first[at] : last[at]]
             stale[at] += int(
                 np.count_nonzero(
                     (arrays["class_start"][held] <= day)
