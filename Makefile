@@ -51,7 +51,7 @@ ingest: setup ## Validate $(RAW) and publish a new version of $(DATA) (if anythi
 	$(FEES) ingest --raw $(RAW) --data $(DATA) --registry $(REGISTRY) $(if $(STRICT),--strict)
 
 sql: setup ## Run Q="select ..." against the current version (view `fees`, `exchanges`)
-	$(FEES) sql "$(Q)" --data $(DATA)
+	$(FEES) sql "$$Q" --data $(DATA)
 
 synth: setup ## Write ROWS synthetic raw records to OUT (deterministic; not committed)
 	$(FEES) synth --rows $(ROWS) --out $(OUT) --registry $(REGISTRY)
@@ -63,7 +63,7 @@ lines: setup ## List VENUE's fee lines that may be one item (decide: python -m t
 	$(PY) -m tools.lines suggest $(VENUE)
 
 coverage: ingest ## Write docs/data-coverage.md: what the current version of $(DATA) covers
-	$(FEES) coverage --data $(DATA) --out docs/data-coverage.md
+	$(FEES) coverage --data $(DATA) --out docs/data-coverage.md --readme README.md
 
 bench-ingest: setup ## Ingest throughput vs a plain DuckDB COPY, and peak memory
 	$(PY) -m tools.bench_ingest

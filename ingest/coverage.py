@@ -15,6 +15,7 @@ committed report against the embedded data.
 
 import argparse
 import sys
+import textwrap
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Final
@@ -23,6 +24,7 @@ import duckdb
 
 from ingest import cli
 from ingest.query import add_data_argument, current_local_version, open_version
+from ingest.schema import VOCABULARIES
 
 # One row per venue and category, then the venues' and the whole dataset's totals (GROUPING
 # SETS: the NULL category is a venue's total, NULL venue and category the grand total).
@@ -60,9 +62,10 @@ FROM fees WHERE effective_end IS NULL GROUP BY ALL ORDER BY ALL
 # On each day, the records in force and those of them presumed for more than two years: no
 # source shows their figure in force within 730 days before the day (`confirmed_through`); all
 # records, then the equity records of adding and removing liquidity.
+STALE_TARGET_DAY: Final = "2025-06-01"  # the day issue 36's target is measured on
 PRESUMED_DAYS: Final = (
     *(f"{year}-01-01" for year in range(2018, 2027)),
-    "2025-06-01",
+    STALE_TARGET_DAY,
 )
 STALE_DAYS: Final = 730
 STALE: Final = """
@@ -108,6 +111,7 @@ WHERE complete_as_of IS NOT NULL
 GROUP BY ALL
 ORDER BY ALL
 """
+REGISTERED: Final = "SELECT count(*) FROM exchanges"
 EMPTY_VENUES: Final = """
 SELECT code, display_name FROM exchanges
 WHERE code NOT IN (SELECT DISTINCT exchange FROM fees) ORDER BY code
@@ -120,6 +124,13 @@ For the embedded data, `tests/test_embedded.py` checks that this file is what th
 writes. How the facts were gathered and dated: `data/facts/README.md`; what the provenance
 columns mean: `docs/raw-format.md`, "Provenance".
 """
+
+
+# The README's paragraph on the embedded data lies between these two lines; `fees coverage
+# --readme README.md` rewrites it, and a test holds it to the data.
+README_BEGIN: Final = "<!-- the embedded data today: made by `make coverage`, do not edit -->"
+README_END: Final = "<!-- end of what `make coverage` makes -->"
+README_WIDTH: Final = 99
 
 
 def percent(part: int, whole: int) -> str:
@@ -186,6 +197,59 @@ def render(con: duckdb.DuckDBPyConnection) -> str:
     return "\n".join(lines) + "\n"
 
 
+def readme_summary(con: duckdb.DuckDBPyConnection) -> str:
+    """The README's paragraph on the data of the version `con` has open: the headline figures
+    of the report, each computed here rather than copied by hand."""
+    total = con.execute(COVERAGE).fetchall()[-1]
+    records, primary, primary_stated, sources = total[2], total[3], total[4], total[7]
+    venues, categories = con.execute(
+        "SELECT count(DISTINCT exchange), count(DISTINCT fee_category) FROM fees"
+    ).fetchone() or (0, 0)
+    [(registered,)] = con.execute(REGISTERED).fetchall()
+    by_category = dict((row[0], row[1]) for row in con.execute(BY_CATEGORY).fetchall())
+    day, in_force, stale = con.execute(
+        STALE, {"days": [STALE_TARGET_DAY], "stale": STALE_DAYS}
+    ).fetchall()[0][:3]
+    empty = [name for _code, name in con.execute(EMPTY_VENUES).fetchall()]
+    all_categories = len(VOCABULARIES["fee_category"])
+    text = (
+        "The embedded data today ([docs/data-coverage.md](docs/data-coverage.md), made by "
+        f"`make coverage`): **{records:,} records on {venues} of the {registered} registered "
+        f"venues, read in {sources:,} public sources**; {percent(primary, records)} from primary "
+        "sources (the venue's or a regulator's own text), "
+        f"**{percent(primary_stated, records)} primary with a stated date**; "
+        + (
+            "every fee category present"
+            if categories == all_categories
+            else f"{categories} of the {all_categories} fee categories present"
+        )
+        + f", though {percent(by_category.get('fees_and_rebates', 0), records)} of the records "
+        "are transaction fees and rebates. A record with no known end was last shown in force "
+        "by a source on its `confirmed_through`; an answer for a later day marks it "
+        f"`presumed`. Of the {in_force:,} records in force on {day}, {stale:,} "
+        f"({percent(stale, in_force)}) were last confirmed more than {STALE_DAYS} days before "
+        "it. "
+        + (f"Nothing yet for {_series(empty)}. " if empty else "")
+        + "How the facts were gathered, dated and checked: "
+        "[data/facts/README.md](data/facts/README.md)."
+    )
+    return textwrap.fill(text, width=README_WIDTH, break_on_hyphens=False)
+
+
+def with_readme_summary(readme: str, summary: str) -> str | None:
+    """`readme` with the text between its two markers replaced by `summary`; None when it
+    lacks either marker."""
+    head, begin, rest = readme.partition(README_BEGIN)
+    _old, end, tail = rest.partition(README_END)
+    if not begin or not end:
+        return None
+    return f"{head}{README_BEGIN}\n{summary}\n{README_END}{tail}"
+
+
+def _series(names: list[str]) -> str:
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+
+
 def _stale(con: duckdb.DuckDBPyConnection) -> list[str]:
     rows = con.execute(STALE, {"days": list(PRESUMED_DAYS), "stale": STALE_DAYS}).fetchall()
     return _table(
@@ -193,7 +257,7 @@ def _stale(con: duckdb.DuckDBPyConnection) -> list[str]:
         "Of the records in force on a day, those no source shows in force within "
         f"{STALE_DAYS} days before it (their `confirmed_through` is older): an answer for that "
         "day presumes them, and `GET /compare/` leaves them out by default. Target: at most "
-        "25% on 2025-06-01.\n\n"
+        f"25% on {STALE_TARGET_DAY}.\n\n"
         f"| day | in force | presumed over {STALE_DAYS} days | share | equity make/take in force "
         f"| of them presumed over {STALE_DAYS} days | share |\n"
         "|---|---:|---:|---:|---:|---:|---:|",
@@ -280,18 +344,34 @@ def _by_venue(rows: list[tuple[Any, ...]]) -> list[str]:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_data_argument(parser)
     parser.add_argument("--out", type=Path, help="write the report here (default: stdout)")
+    parser.add_argument(
+        "--readme",
+        type=Path,
+        help="also rewrite this README's paragraph on the data, between its two marker lines",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
     version = current_local_version(args.data, "coverage")
     if version is None:
         return 1
-    report = render(open_version(version))
+    con = open_version(version)
+    report = render(con)
     if args.out is None:
         sys.stdout.write(report)
     else:
         args.out.write_text(report, encoding="utf-8")
         print(f"wrote {args.out}")
+    if args.readme is not None:
+        readme = with_readme_summary(args.readme.read_text(encoding="utf-8"), readme_summary(con))
+        if readme is None:
+            print(
+                f"fees coverage: {args.readme} has no lines {README_BEGIN!r} and {README_END!r}",
+                file=sys.stderr,
+            )
+            return 2
+        args.readme.write_text(readme, encoding="utf-8")
+        print(f"wrote {args.readme}")
     return 0
 
 

@@ -82,6 +82,40 @@ def test_sql_prints_a_table(published: Path) -> None:
     )
 
 
+def test_make_sql_takes_a_query_over_several_lines_with_quotes(published: Path) -> None:
+    """`docs/dataset.md`'s examples span lines and quote strings: `make sql` passes Q to the
+    shell as one word (issue 37: it split it at the first newline)."""
+    query = "select exchange, count(*) as \"it's\"\n from fees\n where exchange = 'memx' group by 1"
+    done = subprocess.run(
+        ["make", "--no-print-directory", "sql", f"Q={query}", f"DATA={published}"],
+        cwd=ROOT, capture_output=True, text=True,
+    )  # fmt: skip
+    assert (done.returncode, done.stderr) == (0, "")
+    assert "│ it's  │" in done.stdout and "│ memx     │     3 │" in done.stdout
+
+
+def test_coverage_rewrites_the_readmes_paragraph_between_its_markers(
+    published: Path, tmp_path: Path
+) -> None:
+    readme = tmp_path / "README.md"
+    readme.write_text(
+        "# Title\n\n<!-- the embedded data today: made by `make coverage`, do not edit -->\n"
+        "13,000 records\n<!-- end of what `make coverage` makes -->\n\n## More\n",
+        encoding="utf-8",
+    )
+    env = {"FEES_DATA_DIR": str(published)}
+    done = fees("coverage", "--out", str(tmp_path / "c.md"), "--readme", str(readme), env=env)
+    assert (done.returncode, done.stderr) == (0, "")
+    text = readme.read_text(encoding="utf-8")
+    assert text.startswith("# Title\n\n<!-- the embedded data today")
+    assert text.endswith("<!-- end of what `make coverage` makes -->\n\n## More\n")
+    assert "**13 records on 3 of the " in text and "13,000" not in text
+    readme.write_text("# No markers\n", encoding="utf-8")
+    done = fees("coverage", "--out", str(tmp_path / "c.md"), "--readme", str(readme), env=env)
+    assert done.returncode == 2 and "has no lines" in done.stderr
+    assert readme.read_text(encoding="utf-8") == "# No markers\n"
+
+
 def test_coverage_writes_the_report_of_the_current_version(published: Path, tmp_path: Path) -> None:
     out = tmp_path / "coverage.md"
     done = fees("coverage", "--out", str(out), env={"FEES_DATA_DIR": str(published)})

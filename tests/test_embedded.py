@@ -2,6 +2,7 @@
 by building and ingesting them."""
 
 import filecmp
+import re
 from pathlib import Path
 
 import httpx
@@ -69,6 +70,37 @@ def test_it_meets_the_coverage_targets(embedded_version: IngestResult) -> None:
 def test_the_coverage_report_is_what_the_command_writes(embedded_version: IngestResult) -> None:
     written = (ROOT / "docs" / "data-coverage.md").read_text(encoding="utf-8")
     assert written == coverage.render(open_version(embedded_version.version_dir))
+
+
+def test_the_readmes_paragraph_on_the_data_is_what_the_command_writes(
+    embedded_version: IngestResult,
+) -> None:
+    """The README's headline figures come from `make coverage`, so they cannot drift from the
+    data (issue 37: they said 2,413 records while the data had 2,490)."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    summary = coverage.readme_summary(open_version(embedded_version.version_dir))
+    assert coverage.with_readme_summary(readme, summary) == readme
+
+
+def test_a_readme_without_the_markers_is_refused_not_rewritten() -> None:
+    assert coverage.with_readme_summary("# A README\n\nNo markers.\n", "figures") is None
+    marked = f"a\n{coverage.README_BEGIN}\nold\n{coverage.README_END}\nb\n"
+    assert coverage.with_readme_summary(marked, "new") == (
+        f"a\n{coverage.README_BEGIN}\nnew\n{coverage.README_END}\nb\n"
+    )
+
+
+def test_the_facts_readmes_totals_are_the_tables() -> None:
+    facts = embedded.read_table(embedded.FACTS)
+    held_out = sum(1 for fact in facts if fact["held_out"])
+    text = " ".join((ROOT / "data" / "facts" / "README.md").read_text(encoding="utf-8").split())
+    totals = re.search(r"Of the ([\d,]+) facts, ([\d,]+) are published and ([\d,]+) held out", text)
+    assert totals is not None
+    assert [int(figure.replace(",", "")) for figure in totals.groups()] == [
+        len(facts),
+        len(facts) - held_out,
+        held_out,
+    ]
 
 
 def test_an_undated_fact_is_held_out_with_its_reason_and_a_published_one_is_sourced() -> None:
