@@ -154,3 +154,32 @@ def test_the_page_lists_every_operation_and_tries_one_with_the_docs_key_if_set(
         assert errors == []
     assert refused == []
     assert live.url + "/api/v1/openapi.json" in requested
+
+
+@pytest.mark.slow
+def test_the_page_opens_on_the_operations_with_no_warning_box(
+    served: tuple[LiveServer, str | None], chromium: str
+) -> None:
+    """Issue 37: a `jsonSchemaDialect` Swagger UI does not support put a red box atop the page,
+    and about 1,700 px of prose came before the first operation. The prose now folds away
+    under a summary line, and the first operation shows on the first screen."""
+    live, _ = served
+    with browser_page(chromium, live.url, viewport={"width": 1280, "height": 900}) as (
+        page,
+        _requested,
+        _refused,
+    ):
+        page.goto(live.url + "/docs")
+        expect(page.locator(".opblock").first).to_be_visible(timeout=RENDER_MS)
+        expect(page.locator(".errors-wrapper")).to_have_count(0)
+        box = page.locator(".opblock").first.bounding_box()
+        assert box is not None and box["y"] + box["height"] < 900
+        guide = page.locator(".information-container details")
+        expect(guide.locator("h2").first).not_to_be_visible()
+        guide.locator("summary").click()
+        expect(guide.locator("h2")).to_have_text(
+            [
+                "Two endpoint families", "Path forms", "Date window", "Paging", "Errors",
+                "Rate limits", "Response headers", "HTTP caching", "The compatible service's SDK",
+            ]
+        )  # fmt: skip
