@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from starlette.types import Scope
 
+from service.access import CHALLENGES
 from service.accounts import Account
 from service.cache import CacheKey
 from service.dataset.version import Dataset
@@ -62,13 +63,14 @@ class Call:
     version: Dataset | None = None  # pinned at arrival for an API path; None before any is
     caller: Account | None = None  # None: no key, an unknown or revoked one, or none needed
     key: CacheKey | None = None  # set with `caller`
+    challenge: str | None = None  # a 401's `WWW-Authenticate`, when the door made one
 
     @property
     def account(self) -> Account:
         """The caller, or the family's 401 when the request has no valid key (every API
         handler reads it first)."""
         if self.caller is None:
-            raise Unauthorized(UNAUTHORIZED[self.family])
+            raise Unauthorized(UNAUTHORIZED[self.family], self.challenge or CHALLENGES[self.family])
         return self.caller
 
     @property

@@ -43,6 +43,10 @@ class ApiError(Exception):
 class Unauthorized(ApiError):
     status, label, code = 401, "Unauthorized", "UNAUTHORIZED"
 
+    def __init__(self, message: str, challenge: str) -> None:
+        super().__init__(message)
+        self.headers = {"WWW-Authenticate": challenge}
+
 
 class BadRequest(ApiError):
     status, label, code = 400, "Bad Request", "BAD_REQUEST"

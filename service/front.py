@@ -24,7 +24,7 @@ from starlette.datastructures import Headers
 from starlette.routing import BaseRoute, Match, Mount, Route
 from starlette.types import Receive, Scope, Send
 
-from service.access import presented_key
+from service.access import challenge, presented_key
 from service.accesslog import AccessLog
 from service.accounts import Account, Keystore
 from service.cache import (
@@ -154,6 +154,7 @@ class FrontDoor:
             headers = Headers(scope=scope)
             account = self._keystore.authenticate(presented_key(scope["path"], headers))
             if account is None:
+                call.challenge = challenge(scope["path"], headers)
                 return
             known = (generation, account, cache_key(account, scope, headers))
             if len(self._recent) >= RECENT_REQUESTS:

@@ -121,3 +121,59 @@ def test_the_accounts_file_holds_hashes_and_fingerprints_never_keys(tmp_path: Pa
     assert listed[fingerprint(key)]["revoked_at"] is not None
     assert listed[fingerprint(other)]["revoked_at"] is None
     assert key not in repr(list_keys(accounts))
+
+
+CHALLENGE = {
+    supplier_headers: 'Bearer realm="suppliers"',
+    exchange_headers: 'ApiKey realm="exchanges", header="x-service-api-access-key"',
+    alias_headers: 'ApiKey realm="exchanges", header="x-service-api-access-key"',
+}
+
+
+@pytest.mark.parametrize(
+    ("target", "key_headers"),
+    REFUSED_ANYWAY,
+    ids=[f"{target} ({given.__name__})" for target, given in REFUSED_ANYWAY],
+)
+@pytest.mark.parametrize("method", ["GET", "HEAD"])
+def test_every_401_names_the_header_its_path_reads(
+    client: httpx.Client, target: str, key_headers: Callable[[str], dict[str, str]], method: str
+) -> None:
+    """RFC 9110 (11.6.1): a 401 carries `WWW-Authenticate`. Issue 37: a valid key in the other
+    family's header read as a bad key, and nothing said which header the path reads."""
+    for given in ({}, key_headers("unknown-key-0123456789abcdef"), key_headers("revoked-key")):
+        response = client.request(method, target, headers=given)
+        assert response.status_code == 401
+        assert response.headers["www-authenticate"] == CHALLENGE[key_headers]
+
+
+@pytest.mark.parametrize(
+    ("target", "wrong", "reads"),
+    [
+        ("/api/v1/suppliers/nasdaq/participants", exchange_headers, "Authorization: Bearer <key>"),
+        ("/v1/suppliers/nasdaq/data/count", alias_headers, "Authorization: Bearer <key>"),
+        ("/api/v1/exchanges/", supplier_headers, "x-service-api-access-key: <key>"),
+        ("/v1/fee-schedule-results/filters", supplier_headers, "x-service-api-access-key: <key>"),
+    ],
+)
+@pytest.mark.parametrize("key", [KEYS["full"], "not-a-key"], ids=["valid-key", "bad-key"])
+def test_a_key_in_the_other_familys_header_is_told_where_it_goes(
+    client: httpx.Client,
+    target: str,
+    wrong: Callable[[str], dict[str, str]],
+    reads: str,
+    key: str,
+) -> None:
+    """The same words for a valid and a bad key: the hint says nothing about the key."""
+    response = client.get(target, headers=wrong(key))
+    family = supplier_headers if "suppliers" in target else exchange_headers
+    assert response.status_code == 401
+    assert response.headers["www-authenticate"] == (
+        f'{CHALLENGE[family]}, error="invalid_request", '
+        f'error_description="this path reads {reads}; '
+        + (
+            "x-service-api-access-key is read on the exchange family's paths\""
+            if family is supplier_headers
+            else 'Authorization: Bearer is read on /api/v1/suppliers/ paths"'
+        )
+    )
