@@ -103,6 +103,33 @@ def test_the_facts_readmes_totals_are_the_tables() -> None:
     ]
 
 
+# Words that speak of how the data was made, not of the fee: the project's own files and its
+# curation (issue 37). Such remarks go in facts.csv's unpublished `reviewer` column.
+MAKING = re.compile(
+    r"facts\.csv|links\.csv|sourced-fees|data/(?:raw|facts)|tools/|\bsample\b|\bdataset\b"
+    r"|held out|recorded (?:as|once)|carried into|\bingest|line_name|reviewer",
+    re.IGNORECASE,
+)
+PUBLISHED_TEXT = (
+    "notes", "conditions", "extra_info", "exclusions", "action_details", "participant_details",
+    "volume_criteria", "fee_name", "volume_tier", "source_document",
+)  # fmt: skip
+
+
+def test_no_published_text_speaks_of_how_the_data_was_made(
+    embedded_version: IngestResult,
+) -> None:
+    columns = ", ".join(f"coalesce({column}, '')" for column in PUBLISHED_TEXT)
+    texts = query(embedded_version, f"SELECT record_id, {columns} FROM fees")
+    making = [
+        (row[0], column, text)
+        for row in texts
+        for column, text in zip(PUBLISHED_TEXT, row[1:], strict=True)
+        if MAKING.search(str(text))
+    ]
+    assert making == []
+
+
 def test_an_undated_fact_is_held_out_with_its_reason_and_a_published_one_is_sourced() -> None:
     facts = embedded.read_table(embedded.FACTS)
     assert all(fact["held_out"] for fact in facts if not fact["effective_start"])

@@ -26,8 +26,9 @@ the line's next reading or a complete schedule shows it gone (`docs/raw-format.m
 ingest derives").
 
 Nothing is invented: no figure, date or source is made up, and a fact keeps its dates as its
-source gives them. The `evidence` column (a quote from the
-source, where the reader kept one) is for reviewers and is not published. Run
+source gives them. The `evidence` column (a quote from the source, where the reader kept one)
+and the `reviewer` column (remarks on how a fact was read, checked or placed in the table) are
+for reviewers and are not published. Run
 `python -m tools.embedded` (`make embedded`); it rewrites `data/raw/` to hold exactly one file
 per venue with rows.
 """
@@ -46,13 +47,15 @@ RAW_DIR: Final = ROOT / "data" / "raw"
 REGISTRY: Final = ROOT / "data" / "exchanges.csv"
 
 # The facts table: the raw columns (with `venue` for `exchange`, which may also be `@equity` or
-# `@option`, and no `page_number`: no source here is cited by page), then the two columns that
-# are not published.
+# `@option`, and no `page_number`: no source here is cited by page), then the three columns
+# that are not published: why a fact is held out, the source's words, and the reader's remarks
+# on how the fact was read, checked or placed (`notes` is for the reader of the fee).
 FACT_COLUMNS: Final = (
     "venue",
     *(name for name in RAW_COLUMNS[1:] if name != "page_number"),
     "held_out",
     "evidence",
+    "reviewer",
 )
 MARKET_WIDE: Final = "@"
 
