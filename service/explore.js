@@ -49,10 +49,12 @@
   // ------------------------------------------------------------------ the API
 
   class Failure extends Error {
-    constructor(status, message, retryAfter) {
+    // `details`: the exchange family's list of `{field, message, allowed?}` (a 422's).
+    constructor(status, message, retryAfter, details) {
       super(message);
       this.status = status;
       this.retryAfter = retryAfter;
+      this.details = details || [];
     }
   }
 
@@ -77,13 +79,16 @@
     }
     if (response.ok) return response.json();
     let message = response.status + " " + response.statusText;
+    let details = [];
     try {
       const body = await response.json();
       message = (body.error && body.error.message) || message;
+      details = (body.error && body.error.details) || [];
     } catch (ignored) {
       // not JSON: the status line says enough
     }
-    throw new Failure(response.status, message, Number(response.headers.get("Retry-After")));
+    const retryAfter = Number(response.headers.get("Retry-After"));
+    throw new Failure(response.status, message, retryAfter, details);
   }
 
   // Every page of a paged listing, in order.
@@ -100,6 +105,13 @@
 
   function words(value) {
     return value === null || value === undefined ? "" : String(value).replaceAll("_", " ");
+  }
+
+  // A text's words, for the lines filter: a typed word matches a word that begins with it, so
+  // "add" finds "adding" and "added", while "displayed" does not find "non-displayed" (a
+  // hyphenated word is one word).
+  function wordsOf(text) {
+    return text.toLowerCase().split(/[^\p{L}\p{N}$.%-]+/u).filter(Boolean);
   }
 
   // The API's units (README, "Amounts and units"), as a sentence says them.
@@ -545,7 +557,7 @@
         else params.delete(name);
       }
       go(Object.fromEntries(params), true);
-      const terms = state.q.toLowerCase().split(/\s+/).filter(Boolean);
+      const terms = wordsOf(state.q);
       const sorter = compareValues(
         LINE_COLUMNS.find((c) => c.key === state.sort) || LINE_COLUMNS[0],
         state.dir === "asc" ? 1 : -1,
@@ -561,9 +573,9 @@
             line.unit,
           ]
             .map(words)
-            .join(" ")
-            .toLowerCase();
-          return terms.every((term) => text.includes(term));
+            .join(" ");
+          const said = wordsOf(text);
+          return terms.every((term) => said.some((word) => word.startsWith(term)));
         })
         .sort(sorter);
       head.replaceChildren(
@@ -881,30 +893,76 @@
     "unit",
     "standard",
     "uncertain",
+    "source_kind",
+    "date_basis",
   ];
   const DEFAULT_UNIT = { equity: "per_share", option: "per_contract" };
 
   async function compareView(params) {
     const choices = (await get("/fee-schedule-results/filters")).data;
-    const asked = {
-      as_of: params.get("as_of") || TODAY,
-      fee_type: params.get("fee_type") || "equity",
-      fee_action: params.get("fee_action") || "",
-      fee_participant: params.get("fee_participant") || "",
-      unit: params.get("unit") || "",
-      standard: params.get("standard") || "",
-      uncertain: params.get("uncertain") || "",
-    };
+    const asked = Object.fromEntries(
+      COMPARE_FIELDS.map((name) => [name, params.get(name) || ""]),
+    );
+    asked.as_of = asked.as_of || TODAY;
+    asked.fee_type = asked.fee_type || "equity";
     const unit = asked.unit || DEFAULT_UNIT[asked.fee_type] || "";
-    const answer = await get("/compare/", { ...asked, unit: unit });
+    let answer;
+    try {
+      answer = await get("/compare/", { ...asked, unit: unit });
+    } catch (error) {
+      // A shared link with a value the API refuses (an impossible date): keep the form, say
+      // which field and why, so it can be put right.
+      if (!(error instanceof Failure) || error.status !== 422) throw error;
+      return [
+        el("h2", {}, "Venues compared"),
+        compareForm(choices, asked, error.details),
+        refusal(error, asked),
+      ];
+    }
     return [
       el("h2", {}, `Venues compared on ${answer.meta.as_of}`),
-      compareForm(choices, asked),
+      compareForm(choices, asked, []),
       ranking(answer),
     ];
   }
 
-  function compareForm(choices, asked) {
+  const COMPARE_LABELS = {
+    as_of: "On",
+    fee_type: "Fee type",
+    fee_action: "Action",
+    fee_participant: "Participant",
+    unit: "Unit",
+    standard: "Rates",
+    uncertain: "Figures",
+    source_kind: "Sources",
+    date_basis: "Dates",
+  };
+
+  // The API's refusal, one line per field, in the form's words: "On: 2025-02-30: must be a
+  // real date in the form YYYY-MM-DD".
+  function refusal(error, asked) {
+    return el(
+      "section",
+      { id: "refused", class: "notice error", role: "alert" },
+      el("h2", {}, "The comparison cannot be made as asked"),
+      el(
+        "ul",
+        {},
+        error.details.map((detail) =>
+          el(
+            "li",
+            { "data-field": detail.field },
+            `${COMPARE_LABELS[detail.field] || detail.field}: ` +
+              (asked[detail.field] ? `"${asked[detail.field]}" ` : "") +
+              detail.message +
+              (detail.allowed ? ` (one of ${detail.allowed.join(", ")})` : ""),
+          ),
+        ),
+      ),
+    );
+  }
+
+  function compareForm(choices, asked, refused) {
     const fields = {
       as_of: el("input", { id: "as_of", type: "date", required: true }),
       fee_type: select("fee_type", choices.fee_types, false),
@@ -926,17 +984,33 @@
         el("option", { value: "" }, "all"),
         el("option", { value: "false" }, "only those not in doubt"),
       ),
+      // Provenance, as the API filters it: the venue's or a regulator's own text, and dates a
+      // source states (or computes from another dated fact).
+      source_kind: el(
+        "select",
+        { id: "source_kind" },
+        el("option", { value: "" }, "all"),
+        el("option", { value: "primary" }, "primary sources only"),
+      ),
+      date_basis: el(
+        "select",
+        { id: "date_basis" },
+        el("option", { value: "" }, "all"),
+        el("option", { value: "stated" }, "stated dates only"),
+        el("option", { value: "stated,derived" }, "stated or derived dates"),
+      ),
     };
-    for (const name of COMPARE_FIELDS) fields[name].value = asked[name];
-    const labels = {
-      as_of: "On",
-      fee_type: "Fee type",
-      fee_action: "Action",
-      fee_participant: "Participant",
-      unit: "Unit",
-      standard: "Rates",
-      uncertain: "Figures",
-    };
+    for (const name of COMPARE_FIELDS) {
+      const field = fields[name];
+      // A value the link carries that the list does not offer still shows as asked.
+      const offered =
+        field.tagName !== "SELECT" || [...field.options].some((o) => o.value === asked[name]);
+      if (!offered) field.append(el("option", { value: asked[name] }, words(asked[name])));
+      field.value = asked[name];
+      if (refused.some((detail) => detail.field === name)) {
+        set(field, { "aria-invalid": "true", "aria-describedby": "refused" });
+      }
+    }
     return el(
       "form",
       {
@@ -952,7 +1026,12 @@
         },
       },
       COMPARE_FIELDS.map((name) =>
-        el("span", { class: "field" }, el("label", { for: name }, labels[name]), fields[name]),
+        el(
+          "span",
+          { class: "field" },
+          el("label", { for: name }, COMPARE_LABELS[name]),
+          fields[name],
+        ),
       ),
       el("button", { type: "submit" }, "Compare"),
     );

@@ -79,6 +79,13 @@ def text_of(line: dict[str, Any]) -> str:
     return " ".join(str(line[f] or "").replace("_", " ") for f in fields).lower()
 
 
+def matches(line: dict[str, Any], typed: str) -> bool:
+    """The page's filter: each typed word begins a word of the line's text, a hyphenated word
+    being one word (so "displayed" finds "displayed", never "non-displayed")."""
+    said = [word for word in re.split(r"[^\w$.%-]+", text_of(line)) if word]
+    return all(any(word.startswith(term) for word in said) for term in typed.lower().split())
+
+
 def settle(page: Page) -> None:
     expect(page.locator("#view")).to_have_attribute("aria-busy", "false")
 
@@ -161,10 +168,12 @@ def test_the_venue_view_draws_every_month_and_lists_the_current_lines(
         # Filter and sort; the URL keeps both, and a fresh load restores them.
         page.get_by_label("Filter", exact=True).fill("adding displayed")
         page.get_by_role("button", name="Amount").click()
-        terms = ("adding", "displayed")
-        wanted = [line for line in current if all(term in text_of(line) for term in terms)]
+        wanted = [line for line in current if matches(line, "adding displayed")]
         expect(rows).to_have_count(len(wanted))
         assert wanted, "the embedded data has MEMX lines for adding displayed liquidity"
+        # Issue 37: matched as text, "adding displayed" also found "Adding non-displayed".
+        hyphenated = [line for line in current if "adding non-displayed" in text_of(line)]
+        assert hyphenated and not any(matches(line, "adding displayed") for line in hyphenated)
         order = rows.evaluate_all("rs => rs.map(r => r.dataset.lineId)")
         amount = {line["line_id"]: line["amount"] for line in wanted}
         figures = [amount[line_id] for line_id in order]
@@ -296,6 +305,47 @@ def test_the_compare_view_ranks_the_venues_as_the_api_does(
         assert "standard=true" in page.url
         chosen = [item["exchange_name"] for item in standard if item["lowest"] is not None]
         assert chosen and bars.evaluate_all("bs => bs.map(b => b.dataset.exchange)") == chosen
+        # Provenance as the API filters it: primary sources, stated dates.
+        page.get_by_label("Rates", exact=True).select_option("")
+        page.get_by_label("Sources", exact=True).select_option("primary")
+        page.get_by_label("Dates", exact=True).select_option("stated")
+        page.get_by_role("button", name="Compare", exact=True).press("Enter")
+        settle(page)
+        assert "source_kind=primary" in page.url and "date_basis=stated" in page.url
+        filters = {"uncertain": "false", "source_kind": "primary", "date_basis": "stated"}
+        sourced = api.get("/compare/", params={**asked, **filters}).json()["data"]
+        primary = [item["exchange_name"] for item in sourced if item["lowest"] is not None]
+        assert primary and bars.evaluate_all("bs => bs.map(b => b.dataset.exchange)") == primary
+        assert primary != kept
+        assert page.evaluate("window.violations") == []
+    assert refused == []
+
+
+@pytest.mark.slow
+def test_a_shared_link_the_api_refuses_keeps_the_form_and_names_the_field(
+    live: LiveServer, chromium: str
+) -> None:
+    """Issue 37: `as_of=2025-02-30` showed only "The service answered 422" and lost the form."""
+    with browser_page(chromium, live.url) as (page, _, refused):
+        page.goto(live.url + "/explore?view=compare&as_of=2025-02-30&fee_type=equity&unit=yard")
+        settle(page)
+        problems = page.locator("#refused li")
+        expect(problems).to_have_count(2)
+        expect(page.locator('#refused li[data-field="as_of"]')).to_have_text(
+            'On: "2025-02-30" must be a real date in the form YYYY-MM-DD'
+        )
+        expect(page.locator('#refused li[data-field="unit"]')).to_contain_text('Unit: "yard"')
+        expect(page.get_by_label("On", exact=True)).to_have_attribute("aria-invalid", "true")
+        action = page.get_by_label("Action", exact=True)
+        expect(action).not_to_have_attribute("aria-invalid", "true")
+        # The form is there to put it right.
+        page.get_by_label("On", exact=True).fill("2025-02-28")
+        page.get_by_label("Unit", exact=True).select_option("per_share")
+        page.get_by_role("button", name="Compare", exact=True).press("Enter")
+        settle(page)
+        expect(page.locator("#refused")).to_have_count(0)
+        expect(page.locator(".ranking .bar").first).to_be_visible()
+        assert "as_of=2025-02-28" in page.url
         assert page.evaluate("window.violations") == []
     assert refused == []
 
