@@ -10,6 +10,7 @@ raise the SDK's own exception class with its code and details filled.
 
 import asyncio
 import json
+import re
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -472,3 +473,66 @@ def test_what_the_sdks_readme_shows_but_its_code_does_not_do(sdk_environment: st
         assert not hasattr(filters, "exchange_names") and filters.data.exchange_names
         with pytest.raises(rulebook.UnprocessableEntityError):  # the README's Title Case
             sdk.fee_schedule_results.list(fee_type=["Option"])
+
+
+# ------------------------------------------------------------------------------ beyond G3
+
+SDK_DOC = Path(__file__).parent.parent / "docs" / "sdk.md"
+
+
+def documented_blocks(heading: str) -> list[str]:
+    """The Python blocks of one section of docs/sdk.md."""
+    text = SDK_DOC.read_text(encoding="utf-8")
+    section = text.split(f"\n## {heading}\n", 1)[1].split("\n## ", 1)[0]
+    return re.findall(r"```python\n(.*?)```", section, flags=re.DOTALL)
+
+
+@pytest.fixture(scope="module")
+def embedded_server(embedded_version: IngestResult, accounts_file: Path) -> Iterator[LiveServer]:
+    """The server over the embedded data, which `make run` serves and the docs speak of."""
+    data_dir = embedded_version.version_dir.parent.parent
+    with LiveServer(Settings(data_dir=data_dir, accounts_file=accounts_file)) as live:
+        yield live
+
+
+@pytest.mark.parametrize("block", range(3))
+def test_the_documented_ways_past_the_sdks_parameters_run(
+    embedded_server: LiveServer,
+    monkeypatch: pytest.MonkeyPatch,
+    block: int,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.setenv("RULEBOOK_BASE_URL", f"{embedded_server.url}/api/v1")
+    monkeypatch.setenv("RULEBOOK_API_KEY", KEYS["full"])
+    blocks = documented_blocks("What the SDK has no parameter for")
+    assert len(blocks) == 3
+    exec(compile(blocks[block], f"docs/sdk.md block {block}", "exec"), {})
+    assert capsys.readouterr().out  # each prints what it found
+
+
+def test_extra_query_raw_records_and_get_reach_what_the_sdk_has_no_parameter_for(
+    sdk_environment: str, client: httpx.Client
+) -> None:
+    """Issue 37: `docs/sdk.md` shows `extra_query`, the raw form and `get`; each gives the
+    plain answer to the same request."""
+    day = {"as_of": "2022-06-01", "max_age_days": "36500"}
+    with rulebook.Rulebook() as sdk:
+        page = sdk.fee_schedule_results.list(exchange_name=["memx"], extra_query=day)
+        raw = sdk.fee_schedule_results.with_raw_response.list(
+            exchange_name=["memx"], extra_query=day
+        )
+        ranking = sdk.get(
+            "/compare/", cast_to=object, options={"params": {"fee_type": "equity", **day}}
+        )
+        records = plain(client, "/fee-schedule-results/", exchange_name="memx", **day)["data"]
+        line = sdk.get(f"/fee-lines/{records[0]['line_id']}", cast_to=object)
+    expected = plain(
+        client, "/fee-schedule-results/", exchange_name="memx", order_by="created_on", **day
+    )
+    assert records and [record.record_id for record in page.data] == [
+        record["record_id"] for record in expected["data"]
+    ]
+    assert raw.http_response.json()["data"] == expected["data"]
+    assert {"confirmed_through", "presumed", "line_id"} <= set(expected["data"][0])
+    assert ranking == plain(client, "/compare/", fee_type="equity", **day)["data"]
+    assert line["line_id"] == records[0]["line_id"] and line["records"]
