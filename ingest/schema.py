@@ -212,6 +212,23 @@ FEE_COLUMNS: Final[tuple[tuple[str, str], ...]] = (
     ("ingested_at", "TIMESTAMP WITH TIME ZONE"),
 )
 
+# The published columns that hold a value in every record, whatever the raw file's schema:
+# each `fees` file declares them required and every other column optional (docs/dataset.md,
+# the "required" column), so a file's schema is the same in every version, whatever its rows.
+PUBLISHED_REQUIRED: Final = frozenset(
+    {
+        *REQUIRED,
+        "record_id",
+        "line_id",
+        "confirmed_through",
+        "standard",
+        "source_file",
+        "source_line",
+        "version_id",
+        "ingested_at",
+    }
+)
+
 # The canonical units of a record's `amount` (`ingest.units` derives them; docs/raw-format.md,
 # "Amounts and units"). `other`: a figure whose basis no rule maps (its printed `fee_basis` says
 # what it is counted in).

@@ -19,9 +19,11 @@ from pathlib import Path
 from typing import Final
 
 import duckdb
+import pyarrow as pa
+import pyarrow.parquet as pq
 
 from ingest.layout import LINE_TEXT, SERVING_FILE, TEXT_ID, sql_string
-from ingest.schema import FEE_COLUMNS, VOCABULARIES
+from ingest.schema import FEE_COLUMNS, PUBLISHED_REQUIRED, VOCABULARIES
 from ingest.serving import DETACH, RECORDS, attach
 from ingest.stage import (
     BROKEN,
@@ -243,12 +245,41 @@ WHERE exchange = $exchange
 # A venue's file has only a few row groups, too few to keep both cores busy alone, so two
 # venues are written at a time (measured: 12 s instead of 17 s for 5M rows on 2 cores).
 # zstd level 1 instead of 3 saved another 1.5 s, for files 2% larger (100k synthetic rows).
-# Row groups of the table's own size (122,880 rows) need less regrouping by the ordered writer
-# than 100,000 (5M rows, three runs each: 3.65-3.70 s against 3.83-3.87 s).
+# Row groups are of the table's own size (122,880 rows).
 WRITERS: Final = 2
-WRITE_OPTIONS: Final = (
-    "FORMAT parquet, COMPRESSION zstd, COMPRESSION_LEVEL 1, ROW_GROUP_SIZE 122880"
+ROW_GROUP: Final = 122_880
+COMPRESSION: Final = {"compression": "zstd", "compression_level": 1}
+
+# Each file's schema is declared, not inferred: DuckDB's own writer marks a column required
+# or optional from what the rows hold (a version with no null `source_kind` wrote it required,
+# and `record_id`, an expression, optional), so a file's schema changed with its data. Here
+# the columns every record fills are required and all others optional, in every version
+# (docs/dataset.md, "required"); Arrow batches from DuckDB are written by pyarrow under it.
+ARROW_TYPES: Final = {
+    "VARCHAR": pa.string(),
+    "DECIMAL(20,8)": pa.decimal128(20, 8),
+    "DATE": pa.date32(),
+    "INTEGER": pa.int32(),
+    "BIGINT": pa.int64(),
+    "BOOLEAN": pa.bool_(),
+    "TIMESTAMP WITH TIME ZONE": pa.timestamp("us", tz="UTC"),
+}
+FILE_SCHEMA: Final = pa.schema(
+    [
+        pa.field(name, ARROW_TYPES[type_name], nullable=name not in PUBLISHED_REQUIRED)
+        for name, type_name in FEE_COLUMNS
+        if name != "exchange"  # the partition key: in the path, not the file
+    ]
 )
+
+
+def declared(batch: pa.RecordBatch) -> pa.RecordBatch:
+    """`batch` under the file schema; a required column holding a null (which the ingest's
+    rules make impossible) stops the write rather than write a file that lies."""
+    for field, column in zip(FILE_SCHEMA, batch.columns, strict=True):
+        if not field.nullable and column.null_count:
+            raise ValueError(f"{field.name} holds {column.null_count} nulls but is required")
+    return batch.cast(FILE_SCHEMA)
 
 
 def write_venue_files(con: duckdb.DuckDBPyConnection, target: Path) -> dict[str, int]:
@@ -260,9 +291,13 @@ def write_venue_files(con: duckdb.DuckDBPyConnection, target: Path) -> dict[str,
         # Venue codes come from the registry (`registry.CODE_PATTERN`: [a-z][a-z0-9_]*).
         partition = target / f"exchange={code}"
         partition.mkdir(parents=True)
-        path = sql_string(str(partition / "data_0.parquet"))
-        with con.cursor() as cursor:
-            cursor.execute(f"COPY ({SELECT_VENUE}) TO {path} ({WRITE_OPTIONS})", {"exchange": code})
+        with (
+            con.cursor() as cursor,
+            pq.ParquetWriter(partition / "data_0.parquet", FILE_SCHEMA, **COMPRESSION) as writer,
+        ):
+            records = cursor.sql(SELECT_VENUE, params={"exchange": code})
+            for batch in records.to_arrow_reader(ROW_GROUP):
+                writer.write_batch(declared(batch), row_group_size=ROW_GROUP)
 
     with ThreadPoolExecutor(WRITERS) as pool:
         list(pool.map(write_venue, counts))

@@ -3,7 +3,17 @@
 import re
 from pathlib import Path
 
-from ingest.schema import FEE_COLUMNS, RAW_COLUMNS, REQUIRED, UNITS, VOCABULARIES
+import pyarrow.parquet as pq
+
+from ingest.pipeline import IngestResult
+from ingest.schema import (
+    FEE_COLUMNS,
+    PUBLISHED_REQUIRED,
+    RAW_COLUMNS,
+    REQUIRED,
+    UNITS,
+    VOCABULARIES,
+)
 from ingest.units import MONEY_RULES
 
 DOCS = Path(__file__).parent.parent / "docs"
@@ -53,3 +63,23 @@ def test_raw_format_page_lists_the_unit_rules_in_their_order() -> None:
     # First the limits (`ingest.units.IS_LIMIT`), then the money rules, then percentages.
     assert listed == ["other"] + [unit for unit, _ in MONEY_RULES] + ["percent_of_value"]
     assert set(listed) == set(UNITS)
+
+
+def test_every_fees_file_declares_required_exactly_the_columns_the_dataset_page_does(
+    fixture_version: IngestResult, embedded_version: IngestResult
+) -> None:
+    """Issue 37: `record_id` was optional in the files though documented as always present,
+    and the provenance columns required in one version and optional in another, as the rows
+    happened to be. Now each file's schema is the documented one, whatever its rows (the
+    fixture's older raw files leave the provenance columns null; the embedded data never)."""
+    rows = table_rows("dataset.md")
+    documented = {name for name, _ in FEE_COLUMNS if rows[name][2] == "yes"}
+    assert documented == PUBLISHED_REQUIRED
+    for version in (fixture_version, embedded_version):
+        files = sorted((version.version_dir / "fees").glob("exchange=*/data_0.parquet"))
+        assert files
+        for path in files:
+            schema = pq.read_schema(path)
+            assert schema.names == [name for name, _ in FEE_COLUMNS if name != "exchange"]
+            required = {field.name for field in schema if not field.nullable}
+            assert required == documented - {"exchange"}, path
