@@ -5,7 +5,9 @@ refusals."""
 
 import io
 import random
+import re
 from datetime import date, timedelta
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -252,3 +254,17 @@ def test_the_class_index_orders_by_group_amount_and_record(widest: int) -> None:
     record = rng.permutation(size).astype(np.uint32)
     expected = np.lexsort((record, amount, group))
     assert (amount_order(group, amount, record) == expected).all()
+
+
+def test_the_readme_names_every_field_of_an_item(client: httpx.Client) -> None:
+    """README's table of a `/compare/` item lists exactly the fields of a real answer (issue
+    37: `lines` read like a list where the answer has a count)."""
+    readme = (Path(__file__).parent.parent / "README.md").read_text(encoding="utf-8")
+    table = readme.split("| field of an item | type | what it holds |", 1)[1].split("\n\n", 1)[0]
+    rows = [line.strip().split("|") for line in table.splitlines()[2:]]
+    listed = {name for row in rows for name in re.findall(r"`(\w+)`", row[1])}
+    record = set(re.findall(r"`(\w+)`", rows[-1][3].split("Each has", 1)[1]))
+    answer = get(client, fee_type="equity", fee_action="make", as_of="2022-01-01").json()
+    item = next(item for item in answer["data"] if item["lowest"] is not None)
+    assert listed == set(item)
+    assert record == set(item["lowest"]) == set(item["highest"])
