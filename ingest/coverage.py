@@ -112,6 +112,7 @@ GROUP BY ALL
 ORDER BY ALL
 """
 REGISTERED: Final = "SELECT count(*) FROM exchanges"
+SPREAD: Final = "SELECT count(DISTINCT exchange), count(DISTINCT fee_category) FROM fees"
 EMPTY_VENUES: Final = """
 SELECT code, display_name FROM exchanges
 WHERE code NOT IN (SELECT DISTINCT exchange FROM fees) ORDER BY code
@@ -202,11 +203,9 @@ def readme_summary(con: duckdb.DuckDBPyConnection) -> str:
     of the report, each computed here rather than copied by hand."""
     total = con.execute(COVERAGE).fetchall()[-1]
     records, primary, primary_stated, sources = total[2], total[3], total[4], total[7]
-    venues, categories = con.execute(
-        "SELECT count(DISTINCT exchange), count(DISTINCT fee_category) FROM fees"
-    ).fetchone() or (0, 0)
+    [(venues, categories)] = con.execute(SPREAD).fetchall()
     [(registered,)] = con.execute(REGISTERED).fetchall()
-    by_category = dict((row[0], row[1]) for row in con.execute(BY_CATEGORY).fetchall())
+    by_category = {category: count for category, count, *_ in con.execute(BY_CATEGORY).fetchall()}
     day, in_force, stale = con.execute(
         STALE, {"days": [STALE_TARGET_DAY], "stale": STALE_DAYS}
     ).fetchall()[0][:3]

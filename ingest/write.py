@@ -248,7 +248,9 @@ WHERE exchange = $exchange
 # Row groups are of the table's own size (122,880 rows).
 WRITERS: Final = 2
 ROW_GROUP: Final = 122_880
-COMPRESSION: Final = {"compression": "zstd", "compression_level": 1}
+# No `ARROW:schema` blob in the footer: the Parquet schema says it all, and a reader is not
+# sent a second description of it (DuckDB ignores it; it would be the footer's largest part).
+FILE_OPTIONS: Final = {"compression": "zstd", "compression_level": 1, "store_schema": False}
 
 # Each file's schema is declared, not inferred: DuckDB's own writer marks a column required
 # or optional from what the rows hold (a version with no null `source_kind` wrote it required,
@@ -293,7 +295,7 @@ def write_venue_files(con: duckdb.DuckDBPyConnection, target: Path) -> dict[str,
         partition.mkdir(parents=True)
         with (
             con.cursor() as cursor,
-            pq.ParquetWriter(partition / "data_0.parquet", FILE_SCHEMA, **COMPRESSION) as writer,
+            pq.ParquetWriter(partition / "data_0.parquet", FILE_SCHEMA, **FILE_OPTIONS) as writer,
         ):
             records = cursor.sql(SELECT_VENUE, params={"exchange": code})
             for batch in records.to_arrow_reader(ROW_GROUP):

@@ -970,35 +970,17 @@
       fee_participant: select("fee_participant", choices.fee_participants, true),
       unit: select("unit", Object.keys(UNITS), "the fee type's usual"),
       // Every line, or the venues' ordinary rates: no tier, programme or special code.
-      standard: el(
-        "select",
-        { id: "standard" },
-        el("option", { value: "" }, "all"),
-        el("option", { value: "true" }, "standard rates only"),
-      ),
+      standard: choice("standard", [["true", "standard rates only"]]),
       // A line with no known end counts as in force on any later day; its record says when
       // that end is in doubt, and the API can leave such records out.
-      uncertain: el(
-        "select",
-        { id: "uncertain" },
-        el("option", { value: "" }, "all"),
-        el("option", { value: "false" }, "only those not in doubt"),
-      ),
+      uncertain: choice("uncertain", [["false", "only those not in doubt"]]),
       // Provenance, as the API filters it: the venue's or a regulator's own text, and dates a
       // source states (or computes from another dated fact).
-      source_kind: el(
-        "select",
-        { id: "source_kind" },
-        el("option", { value: "" }, "all"),
-        el("option", { value: "primary" }, "primary sources only"),
-      ),
-      date_basis: el(
-        "select",
-        { id: "date_basis" },
-        el("option", { value: "" }, "all"),
-        el("option", { value: "stated" }, "stated dates only"),
-        el("option", { value: "stated,derived" }, "stated or derived dates"),
-      ),
+      source_kind: choice("source_kind", [["primary", "primary sources only"]]),
+      date_basis: choice("date_basis", [
+        ["stated", "stated dates only"],
+        ["stated,derived", "stated or derived dates"],
+      ]),
     };
     for (const name of COMPARE_FIELDS) {
       const field = fields[name];
@@ -1034,6 +1016,15 @@
         ),
       ),
       el("button", { type: "submit" }, "Compare"),
+    );
+  }
+
+  // A select of a few worded choices after "all" (the parameter left out).
+  function choice(id, worded) {
+    return el(
+      "select",
+      { id: id },
+      [["", "all"], ...worded].map(([value, text]) => el("option", { value: value }, text)),
     );
   }
 
