@@ -12,7 +12,13 @@ from ingest import cli
 from ingest.build import describe_reject
 from ingest.errors import IngestError
 from ingest.pipeline import IngestResult, run_ingest
+from ingest.registry import InvalidRegistry
 from ingest.storage import location
+
+# `fees ingest`: its line in `fees --help` (`ingest.cli`); its `--data`
+# defaults to FEES_DATA_DIR.
+HELP = "validate raw fee CSVs and publish a version"
+READS_DATA_DIR = True
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -46,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
             s3_endpoint_url=args.s3_endpoint_url,
             if_stale=args.if_stale,
         )
-    except IngestError as error:
+    except (IngestError, InvalidRegistry) as error:
         print(f"ingest failed: {error}", file=sys.stderr)
         return 1
     print(summary(result, time.perf_counter() - started))

@@ -340,6 +340,12 @@ def _by_venue(rows: list[tuple[Any, ...]]) -> list[str]:
     return lines
 
 
+# `fees coverage`: its line in `fees --help` (`ingest.cli`); its `--data`
+# defaults to FEES_DATA_DIR.
+HELP = "report what the current version covers, as Markdown"
+READS_DATA_DIR = True
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_data_argument(parser)
     parser.add_argument("--out", type=Path, help="write the report here (default: stdout)")

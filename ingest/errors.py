@@ -2,10 +2,12 @@
 
 IngestError
  +-- MalformedFile        a raw file cannot be parsed at all (header, encoding, ragged row)
- +-- InvalidRegistry      the venue registry itself is broken
  +-- RowsRejected         --strict and at least one row broke a rule
  +-- IngestLocked         another ingest holds the data directory's lock
  +-- StorageFailed        the disk is full, or a path is read-only or forbidden
+
+A broken venue registry stops an ingest too (`ingest.registry.InvalidRegistry`, kept beside the
+registry's reader, which is part of the dataset contract).
 """
 
 import os
@@ -21,10 +23,6 @@ class MalformedFile(IngestError):
         super().__init__(f"malformed file {where}: {problem}")
         self.path = path
         self.line = line
-
-
-class InvalidRegistry(IngestError):
-    pass
 
 
 class RowsRejected(IngestError):

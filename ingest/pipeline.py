@@ -58,7 +58,7 @@ def run_ingest(
     files = _inspect_all(raw_dir)
     digest = _input_digest(registry, files)
     storage = open_storage(data_dir, s3_endpoint_url=s3_endpoint_url)
-    with storage_errors(storage.root, data_dir), storage.lock():
+    with storage_errors(storage.root, data_dir), publish.ingest_lock(storage.root):
         current = storage.current_version()
         unchanged = _unchanged(storage, current, data_dir, digest, keep=keep, if_stale=if_stale)
         if unchanged is not None:
@@ -71,10 +71,10 @@ def run_ingest(
             result = build(work, files, venues, previous, strict, memory_limit, version_id, created)
             result.manifest["input_digest"] = digest
             publish.write_manifest(work / "version", result.manifest)
-            storage.publish(work / "version", version_id)
+            publish.publish_to(storage, work / "version", version_id)
         finally:
             shutil.rmtree(work, ignore_errors=True)
-        pruned = storage.prune(keep=keep)
+        pruned = publish.prune_in(storage, keep=keep)
     counts = {name: result.manifest[name] for name in COUNTS}
     return IngestResult(
         changed=True, version_id=version_id, version_dir=_where(data_dir, version_id),
@@ -123,7 +123,7 @@ def _unchanged(
     # too many, and rerunning it is how that is put right.
     return IngestResult(
         changed=False, version_id=current, version_dir=_where(data_dir, current),
-        pruned=storage.prune(keep=keep),
+        pruned=publish.prune_in(storage, keep=keep),
     )  # fmt: skip
 
 

@@ -28,6 +28,7 @@ from typing import Any
 
 from ingest.errors import IngestLocked
 from ingest.layout import CURRENT, MANIFEST, VERSIONS, current_version_dir
+from ingest.storage import LocalStorage, Storage
 
 STAGING_PREFIX = ".staging-"
 PRUNING_PREFIX = ".pruning-"
@@ -88,6 +89,21 @@ def publish(data_dir: Path, staged: Path, version_id: str) -> Path:
         raise
     _fsync_dir(data_dir)
     return final
+
+
+def publish_to(storage: Storage, staged: Path, version_id: str) -> Path | str:
+    """Publish the staged version where `storage` keeps versions: on local disk by the protocol
+    above, on S3 by uploading it and then its pointer (`ingest.storage.S3Storage.publish`)."""
+    if isinstance(storage, LocalStorage):
+        return publish(storage.root, staged, version_id)
+    return storage.publish(staged, version_id)
+
+
+def prune_in(storage: Storage, *, keep: int) -> list[str]:
+    """Delete all but the newest `keep` versions of `storage`; never the current one."""
+    if isinstance(storage, LocalStorage):
+        return prune(storage.root, keep=keep)
+    return storage.prune(keep=keep)
 
 
 def _point_current(data_dir: Path, version_id: str) -> None:

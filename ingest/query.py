@@ -47,6 +47,12 @@ def current_local_version(data: Path | str, command: str) -> Path | None:
     return version
 
 
+# `fees sql`: its line in `fees --help` (`ingest.cli`); its `--data`
+# defaults to FEES_DATA_DIR.
+HELP = "run SQL against the current version"
+READS_DATA_DIR = True
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("sql", help="the query to run")
     add_data_argument(parser)

@@ -1,14 +1,22 @@
-"""The venue registry (`data/exchanges.csv`): codes, display names, aliases, MIC, asset classes."""
+"""The venue registry (`data/exchanges.csv`): codes, display names, aliases, MIC, asset classes.
+
+Part of the dataset contract, with `ingest.schema`, `ingest.layout` and `ingest.storage`: the
+ingest publishes the registry with every version, and `fees keys add` checks a key's venue
+codes against it. It loads no other module of the ingest.
+"""
 
 import csv
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from ingest.errors import InvalidRegistry
 from ingest.schema import REGISTRY_COLUMNS, VOCABULARIES
 
 CODE_PATTERN = re.compile(r"[a-z][a-z0-9_]*")
+
+
+class InvalidRegistry(ValueError):
+    """The venue registry itself is broken: an ingest stops, nothing published."""
 
 
 @dataclass(frozen=True)

@@ -10,9 +10,12 @@ the system temp directory). On S3 every file of it is uploaded first, the manife
 then is `current` written, in one PUT: a reader sees the old version or the new one, never a mix,
 and a run that dies while uploading leaves a prefix no pointer names (pruned later).
 
-Only what differs between the two lives here (the pointer, the manifest, publishing, pruning);
-the local protocol itself is `ingest.publish`. The S3 side takes its endpoint from
-`FEES_S3_ENDPOINT_URL` (through the caller) and its credentials from the standard AWS variables.
+Only what differs between the two lives here (the pointer, the manifest, and S3's publishing
+and pruning). The local protocol, and the lock every ingest takes, are `ingest.publish`'s: this
+module is part of the dataset contract the service reads through, and loads no other module
+of the ingest but `ingest.layout` (and through it `ingest.schema`). The S3 side takes its
+endpoint from `FEES_S3_ENDPOINT_URL` (through the caller) and its credentials from the standard
+AWS variables.
 Unlike the local lock, the lock an S3 ingest takes is this machine's only: two machines must not
 ingest into one prefix at once.
 """
@@ -22,13 +25,12 @@ import os
 import sys
 import tempfile
 from collections.abc import Callable, Iterator, Mapping
-from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from ingest import layout, publish
+from ingest import layout
 
 S3_SCHEME = "s3://"
 DELETE_BATCH = 1000  # the most keys one DeleteObjects request takes
@@ -91,10 +93,7 @@ def endpoint_url(text: str) -> str:
 
 @dataclass
 class LocalStorage:
-    root: Path  # the data directory itself
-
-    def lock(self) -> AbstractContextManager[None]:
-        return publish.ingest_lock(self.root)
+    root: Path  # the data directory itself; publishing to it is `ingest.publish`'s
 
     def current_version(self) -> str | None:
         current = layout.current_version_dir(self.root)
@@ -105,12 +104,6 @@ class LocalStorage:
 
     def previous_fees(self, version_id: str, work: Path) -> Path:
         return self.root / layout.VERSIONS / version_id / "fees"
-
-    def publish(self, staged: Path, version_id: str) -> Path:
-        return publish.publish(self.root, staged, version_id)
-
-    def prune(self, *, keep: int) -> list[str]:
-        return publish.prune(self.root, keep=keep)
 
 
 @dataclass
@@ -130,9 +123,6 @@ class S3Storage:
 
     def key(self, *parts: str) -> str:
         return "/".join(part for part in (self.prefix, *parts) if part)
-
-    def lock(self) -> AbstractContextManager[None]:
-        return publish.ingest_lock(self.root)
 
     def current_version(self) -> str | None:
         body = self._get(self.key(layout.CURRENT))

@@ -549,6 +549,10 @@ def _check_sizes(rows: int, rows_per_file: int) -> None:
         raise ValueError(f"more than {MAX_FILES} files: raise --rows-per-file")
 
 
+# `fees synth`: its line in `fees --help` (`ingest.cli`).
+HELP = "write synthetic raw fee CSVs for benchmarks"
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--rows", type=int, required=True, help="total rows to write")
     parser.add_argument("--out", type=Path, required=True, help="output directory")

@@ -22,7 +22,7 @@ from tests.conftest import FIXTURES, KEYS, REGISTRY, account_key, supplier_heade
 from tests.servers import ROOT, service_process
 
 FEES = str(Path(sys.executable).with_name("fees"))
-COMMANDS = ["ingest", "serve", "keys", "sql", "synth", "coverage"]
+COMMANDS = ["coverage", "ingest", "keys", "serve", "sql", "synth"]  # as listed: by name
 
 
 def fees(*args: str, env: Mapping[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -228,8 +228,8 @@ def test_a_refused_ingest_is_one_line_and_publishes_nothing(tmp_path: Path) -> N
          "fees serve: argument --workers: must be an integer >= 1, not '0' "
          "(see `fees serve --help`)"),
         (["sever"], 2,
-         "fees: argument COMMAND: invalid choice: 'sever' (choose from 'ingest', 'serve', "
-         "'keys', 'sql', 'synth', 'coverage') (see `fees --help`)"),
+         "fees: argument COMMAND: invalid choice: 'sever' (choose from 'coverage', 'ingest', "
+         "'keys', 'serve', 'sql', 'synth') (see `fees --help`)"),
     ],
     ids=["missing raw dir", "missing registry", "bad keep", "no version", "no version to report",
          "bad port flag", "no workers", "unknown command"],
@@ -462,7 +462,7 @@ def test_two_workers_serve_with_a_rate_limit_per_process(tmp_path: Path, publish
     with serving(published, accounts, "--workers", "2") as (url, pid):
         workers = workers_of(pid)
         assert len(workers) == 2
-        for worker in workers:  # set by the parent before they started (service.cli)
+        for worker in workers:  # set by the parent before they started (service.serve)
             environ = Path(f"/proc/{worker}/environ").read_bytes().split(b"\0")
             assert b"DUCKDB_JE_MALLOC_CONF=dirty_decay_ms:1000,muzzy_decay_ms:0" in environ
 
