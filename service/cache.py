@@ -3,8 +3,9 @@
 A published version never changes, so a successful JSON answer to the same caller scope, path,
 parameters and Accept header stays right until the next version; the cache is keyed by
 version and emptied when a request first sees a newer one. The one part of a body that
-changes per call, the exchange family's `meta.query_time_ms`, is stored cut out and filled
-in with the current figure on every hit, so a cached answer is the answer, byte for byte.
+changes per call, the exchange family's `meta.query_time_ms`, is stored cut out (where it stands
+is known from the envelope that built the answer, `service.envelope`) and filled in with the
+current figure on every hit, so a cached answer is the answer, byte for byte.
 
 Bounded by the bytes of the bodies it holds (least recently used out first); 0 turns it off.
 
@@ -17,7 +18,6 @@ two equal answers.
 """
 
 import hashlib
-import re
 from dataclasses import dataclass
 from operator import itemgetter
 from typing import Any
@@ -32,7 +32,6 @@ from service.accounts import Account
 VERSION_HEADER = b"x-dataset-version"
 ETAG = b"etag"
 CACHE_CONTROL = b"cache-control"
-QUERY_TIME = re.compile(rb'"query_time_ms":(\d+)')
 # What an entry costs beside its body: its key (account, path, parameters), its kept headers
 # (the ETag its own), the `Stored` and the cache's bookkeeping. Traced: 2,054 bytes an entry
 # holding a 1,013-byte body (20,000 entries shaped as discovery answers), so counting bodies
@@ -59,13 +58,20 @@ class Stored:
     route: str  # the route template it answers, for metrics and the access line
 
     @classmethod
-    def of(cls, body: bytes, headers: list[tuple[bytes, bytes]], route: str) -> "Stored":
-        # The envelope's `meta` comes last; a string value cannot match (its quotes are escaped).
-        found = next(reversed(list(QUERY_TIME.finditer(body))), None)
+    def of(
+        cls,
+        body: bytes,
+        headers: list[tuple[bytes, bytes]],
+        route: str,
+        timed: tuple[int, int] | None = None,
+    ) -> "Stored":
+        """An answer to keep; `timed` is where its query time stands in `body`, as the
+        envelope that built it says (`service.envelope`), or None for an answer without one."""
         kept = tuple((k, v) for k, v in headers if k in KEPT_HEADERS)
-        if found is None:
+        if timed is None:
             return cls(body, None, kept, route)
-        return cls(body[: found.start(1)], body[found.end(1) :], kept, route)
+        start, end = timed
+        return cls(body[:start], body[end:], kept, route)
 
     @property
     def etag(self) -> bytes:

@@ -64,6 +64,7 @@ class Call:
     caller: Account | None = None  # None: no key, an unknown or revoked one, or none needed
     key: CacheKey | None = None  # set with `caller`
     challenge: str | None = None  # a 401's `WWW-Authenticate`, when the door made one
+    timed: tuple[int, int] | None = None  # where the answer's query time stands in its body
 
     @property
     def account(self) -> Account:

@@ -23,8 +23,8 @@ from service.call import CALL
 from service.dataset import queries
 from service.dataset.classes import Spread
 from service.dataset.version import Dataset
+from service.envelope import answer
 from service.params import Query
-from service.responses import JSON
 from service.results import refuse_hidden, venue_codes, vocabulary_filters
 
 # The line filters (repeatable, as on the results) besides `fee_type`, which is one value: it
@@ -99,9 +99,8 @@ def compare(request: Request) -> Response:
         "max_age_days": max_age,
         "left_out_stale": sum(item["left_out_stale"] for item in items),
         "record_count": len(items),
-        "query_time_ms": call.elapsed_ms(),
     }
-    return JSON({"data": items, "meta": meta})
+    return answer(call, items, meta)
 
 
 def _table(

@@ -4,15 +4,16 @@ from typing import Any
 
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
+from starlette.responses import Response
 
 from service.call import CALL
 from service.dataset.venues import DETAIL_DIMENSIONS
+from service.envelope import answer
 from service.errors import Forbidden, NotFound
 from service.params import Query
-from service.responses import JSON
 
 
-async def list_exchanges(request: Request) -> JSON:
+async def list_exchanges(request: Request) -> Response:
     """Every venue the key may see that has records, sorted by code."""
     call = CALL.get()
     account = call.account
@@ -28,12 +29,10 @@ async def list_exchanges(request: Request) -> JSON:
         for venue in dataset.venues.values()
         if venue.records and account.may_see(venue.code)
     ]
-    return JSON(
-        {"data": data, "meta": {"record_count": len(data), "query_time_ms": call.elapsed_ms()}}
-    )
+    return answer(call, data, {"record_count": len(data)})
 
 
-async def exchange_detail(request: Request) -> JSON:
+async def exchange_detail(request: Request) -> Response:
     """One venue: its span and the values of every filter dimension in its records, or in its
     records in force on one day (`as_of`; those confirmed at most `max_age_days` before it, when
     given). A venue of the registry with no records (on that
@@ -67,5 +66,4 @@ async def exchange_detail(request: Request) -> JSON:
         "date_range": {"earliest": earliest.isoformat(), "latest": latest.isoformat()},
     }
     data |= {dimension: list(values.get(dimension, ())) for dimension in DETAIL_DIMENSIONS}
-    meta = {"record_count": records, "query_time_ms": call.elapsed_ms()}
-    return JSON({"data": data, "meta": meta})
+    return answer(call, data, {"record_count": records})

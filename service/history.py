@@ -6,7 +6,6 @@ version's line index finds its records, its change list the changes (`ingest.cha
 rules), and the record summary prints them (`service.dataset.records`). No SQL runs.
 """
 
-import math
 from collections.abc import Iterable, Iterator
 from typing import Any, Final
 
@@ -23,9 +22,9 @@ from service.call import CALL
 from service.dataset import queries
 from service.dataset.index import Array
 from service.dataset.version import Dataset
+from service.envelope import answer, page_meta
 from service.errors import Forbidden, NotFound
 from service.params import Query
-from service.responses import JSON
 from service.results import HIDDEN_DATA, refuse_hidden, scope, venue_codes, vocabulary_filters
 
 # A line's identity under the results' names (the same on each of its records), then each
@@ -71,7 +70,7 @@ CHANGE_NAMES: Final = pa.array(CHANGE_TYPES)
 SIDES: Final = ("before", "after")
 
 
-def fee_line(request: Request) -> JSON:
+def fee_line(request: Request) -> Response:
     """The line's identity and its records, oldest first (404: no such line; 403: a venue
     outside the key's scope)."""
     call = CALL.get()
@@ -86,12 +85,7 @@ def fee_line(request: Request) -> JSON:
     if not account.may_see(line["exchange_name"]):
         raise Forbidden(HIDDEN_DATA)
     records = [_record(row) for row in found]
-    return JSON(
-        {
-            "data": line | {"records": records},
-            "meta": {"record_count": len(records), "query_time_ms": call.elapsed_ms()},
-        }
-    )
+    return answer(call, line | {"records": records}, {"record_count": len(records)})
 
 
 def fee_changes(request: Request) -> Response:
@@ -128,14 +122,7 @@ def fee_changes(request: Request) -> Response:
     items = [
         _change(row) for row in _change_table(dataset, np.asarray(entries, np.int64)).to_pylist()
     ]
-    meta = {
-        "record_count": total,
-        "total_pages": math.ceil(total / size),
-        "current_page": number,
-        "page_size": size,
-        "query_time_ms": call.elapsed_ms(),
-    }
-    return JSON({"data": items, "meta": meta})
+    return answer(call, items, page_meta(total, size, number))
 
 
 def _change_table(dataset: Dataset, entries: Array) -> pa.Table:

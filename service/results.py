@@ -5,7 +5,6 @@ semantics are ours and documented in the README: effective-period windows, numer
 a stable order, and 422 answers that list every bad parameter.
 """
 
-import math
 from collections.abc import Iterator, Mapping, Sequence
 from datetime import UTC, date, datetime
 
@@ -21,9 +20,9 @@ from service.call import CALL, Call
 from service.dataset import queries
 from service.dataset.venues import DETAIL_DIMENSIONS
 from service.dataset.version import Dataset
+from service.envelope import answer, page_meta
 from service.errors import Forbidden, NotFound
 from service.params import Query
-from service.responses import JSON
 
 INCLUDE_PARAMS = ("include_source", "include_footnotes", "include_definitions")
 PAGE_PARAMS = ("page_size", "page_number", "order_by", "order_dir", *INCLUDE_PARAMS)
@@ -73,7 +72,7 @@ def list_results(request: Request) -> Response:
     return export.download(_every_match(dataset, selection, page, kind), kind, name)
 
 
-def result_by_id(request: Request) -> JSON:
+def result_by_id(request: Request) -> Response:
     call = CALL.get()
     account = call.account
     query = Query(request, INCLUDE_PARAMS)
@@ -87,10 +86,10 @@ def result_by_id(request: Request) -> JSON:
         raise NotFound("Fee schedule result not found.")
     if not account.may_see(found[0]["exchange_name"]):
         raise Forbidden(HIDDEN_DATA)
-    return JSON({"data": found[0], "meta": {"record_count": 1, "query_time_ms": call.elapsed_ms()}})
+    return answer(call, found[0], {"record_count": 1})
 
 
-def results_by_version(request: Request) -> JSON:
+def results_by_version(request: Request) -> Response:
     """The records a version first published (those still present in the current data)."""
     call = CALL.get()
     account = call.account
@@ -108,7 +107,7 @@ def results_by_version(request: Request) -> JSON:
     return _page_response(call, dataset, selection, page)
 
 
-async def filters(request: Request) -> JSON:
+async def filters(request: Request) -> Response:
     """The values of every filter dimension across the key's venues (or the named ones), or
     across their records in force on one day (`as_of`)."""
     call = CALL.get()
@@ -138,9 +137,7 @@ async def filters(request: Request) -> JSON:
     for dimension in DETAIL_DIMENSIONS:
         key = dimension if dimension in ("fee_types", "fee_categories") else f"fee_{dimension}"
         data[key] = list(values[dimension])
-    return JSON(
-        {"data": data, "meta": {"record_count": records, "query_time_ms": call.elapsed_ms()}}
-    )
+    return answer(call, data, {"record_count": records})
 
 
 class _Page:
@@ -152,7 +149,9 @@ class _Page:
         self.included = _included(query, day)
 
 
-def _page_response(call: Call, dataset: Dataset, selection: queries.Selection, page: _Page) -> JSON:
+def _page_response(
+    call: Call, dataset: Dataset, selection: queries.Selection, page: _Page
+) -> Response:
     """One page, found by the index from the counts per sort value rather than by ordering
     every match, so a deep page costs about what the first one does."""
     offset = page.size * page.number
@@ -160,14 +159,7 @@ def _page_response(call: Call, dataset: Dataset, selection: queries.Selection, p
         selection, page.order_by, page.order_dir, offset, page.size
     )
     items = dataset.rows_at(*queries.results_at(positions, page.included))
-    meta = {
-        "record_count": total,
-        "total_pages": math.ceil(total / page.size),
-        "current_page": page.number,
-        "page_size": page.size,
-        "query_time_ms": call.elapsed_ms(),
-    }
-    return JSON({"data": items, "meta": meta})
+    return answer(call, items, page_meta(total, page.size, page.number))
 
 
 def _every_match(

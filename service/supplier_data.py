@@ -14,6 +14,7 @@ from service import params
 from service.access import visible_venue
 from service.call import CALL
 from service.dataset import queries
+from service.envelope import success
 from service.errors import BadRequest, NotFound
 from service.responses import JSON
 from service.vocabulary import DIMENSIONS, IDENTIFIER_OF
@@ -50,7 +51,7 @@ def supplier_data(request: Request) -> JSON:
     rows = dataset.rows_at(*queries.supplier_records_at(positions, selection.as_of))
     records = [_displayed(row) for row in rows]
     data = selection.echo(code) | _page(records, total, offset, limit)
-    return JSON({"success": True, "data": data})
+    return success(data)
 
 
 def _displayed(record: dict[str, Any]) -> dict[str, Any]:
@@ -92,7 +93,7 @@ def supplier_data_count(request: Request) -> JSON:
             "total_pages": math.ceil(total / MAX_LIMIT),
         },
     }
-    return JSON({"success": True, "data": data})
+    return success(data)
 
 
 class _Selection:

@@ -8,6 +8,7 @@ from service import params
 from service.access import visible_venue
 from service.call import CALL
 from service.dataset.venues import Venue
+from service.envelope import success
 from service.errors import BadRequest, NotFound
 from service.responses import JSON
 from service.vocabulary import DIMENSIONS, Term
@@ -54,7 +55,7 @@ def discovery(request: Request, endpoint: str) -> JSON:
     date_range = params.echo_window(start, end)
     data: dict[str, Any] = {"supplier": code, "date_range": date_range, endpoint: items}
     data[SHAPES[endpoint][2]] = len(items)
-    return JSON({"success": True, "data": data})
+    return success(data)
 
 
 def _present(term: Term, counts: dict[str, int]) -> bool:
@@ -98,4 +99,4 @@ async def date_ranges(request: Request) -> JSON:
         }
         for run in dataset.coverage.get(code, [])
     ]
-    return JSON({"success": True, "data": {"supplier": code, "date_ranges": ranges}})
+    return success({"supplier": code, "date_ranges": ranges})
