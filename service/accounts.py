@@ -6,11 +6,12 @@
                                        "created_at": "<iso>", "revoked_at": null | "<iso>"}]}}}
 
 `exchanges: null` means every venue; `rate_limit` overrides the defaults of
-`service.ratelimit.Limit` for each of the account's keys (each key has its own bucket). A key is
-shown once, when it is made; afterwards only its fingerprint (the first 12 hex digits of its
-sha256) names it, in listings and in logs. The service re-reads the file when it changes, so a
-revoked key stops working within `RECHECK_SECONDS`; a change that cannot be read (half-edited
-JSON, a bad limit) is logged and the keys read last stay in force until the file is mended.
+`Limit` for each of the account's keys (each key has its own bucket).
+A key is shown once, when it is made; afterwards only its fingerprint (the first 12 hex digits
+of its sha256) names it, in listings and in logs. The service re-reads the file when it
+changes, so a revoked key stops working within `RECHECK_SECONDS`; a change that cannot be read
+(half-edited JSON, a bad limit) is logged and the keys read last stay in force until the file
+is mended.
 
 A presented key is hashed and the hash looked up: the comparison is between hashes, so its
 time tells a caller nothing about any stored key (to learn a stored hash's prefix from timing
@@ -29,7 +30,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from service.ratelimit import DEFAULT_LIMIT, Limit
+from service.settings import SettingsError
 
 log = logging.getLogger(__name__)
 KEY_BYTES = 32  # token_urlsafe(32) is 43 characters
@@ -37,6 +38,25 @@ KEY_BYTES = 32  # token_urlsafe(32) is 43 characters
 # of a cached answer's throughput under load (make bench, 2026-11-23); this costs nothing
 # measurable and still refuses a revoked key a twentieth of a second later.
 RECHECK_SECONDS = 0.05
+
+
+
+# What each key of an account may spend: `burst` requests at once, refilled at `per_minute`
+# (`service.edge.ratelimit` takes the tokens).
+@dataclass(frozen=True)
+class Limit:
+    burst: int = 300
+    per_minute: int = 60
+    # Made once per limit, not per request: the refill rate and the capacity's header.
+    per_second: float = field(init=False, compare=False, repr=False)
+    header: tuple[bytes, bytes] = field(init=False, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "per_second", self.per_minute / 60)
+        object.__setattr__(self, "header", (b"x-ratelimit-limit", b"%d" % self.burst))
+
+
+DEFAULT_LIMIT = Limit()  # the anchor service's: burst 300, 60 a minute
 
 
 @dataclass(frozen=True)
@@ -209,3 +229,24 @@ def list_keys(path: Path) -> list[dict[str, Any]]:
         for name, entry in sorted(read_accounts(path)["accounts"].items())
         for key in entry["keys"]
     ]
+
+
+def check_accounts_file(path: Path) -> None:
+    """The accounts file (`FEES_ACCOUNTS_FILE`) must be readable and well-formed if it exists
+    (`fees keys add` creates it); the service refuses to start on a file it could not take keys
+    from."""
+    try:
+        Keystore(path).refresh()
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as error:
+        raise SettingsError(
+            f"FEES_ACCOUNTS_FILE={str(path)!r}: must be a readable accounts file as described "
+            f"in service/accounts.py ({_reason(error)})"
+        ) from None
+
+
+def _reason(error: Exception) -> str:
+    if isinstance(error, OSError):
+        return error.strerror or str(error)
+    if isinstance(error, KeyError):
+        return f"no {error} field"
+    return str(error)

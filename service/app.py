@@ -17,27 +17,26 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
-from service import (
+from service.accounts import Keystore
+from service.dataset.watcher import DatasetHolder, VersionWatcher
+from service.edge.accesslog import AccessLog
+from service.edge.cache import ResponseCache
+from service.edge.call import CALL
+from service.edge.front import FrontDoor
+from service.edge.metrics import RequestStats, ServiceCollector, metrics, registry_for
+from service.edge.protocol import BoundedHttpToolsProtocol
+from service.edge.ratelimit import Limiter
+from service.endpoints import (
     compare,
-    docs,
     exchanges,
-    explore,
     health,
     history,
     results,
     supplier_data,
     suppliers,
 )
-from service.accesslog import AccessLog
-from service.accounts import Keystore
-from service.cache import ResponseCache
-from service.call import CALL
-from service.dataset.watcher import DatasetHolder, VersionWatcher
 from service.errors import ApiError, MethodNotAllowed, NotFound
-from service.front import FrontDoor
-from service.metrics import RequestStats, ServiceCollector, metrics, registry_for
-from service.protocol import BoundedHttpToolsProtocol
-from service.ratelimit import Limiter
+from service.pages import docs, explore
 from service.settings import VERBOSE, Settings
 from service.urls import OPENAPI_PATH, PREFIXES
 
@@ -62,7 +61,7 @@ ENDPOINTS: list[tuple[str, Callable[[Request], Response | Awaitable[Response]]]]
     ("/fee-changes", history.fee_changes),
     ("/compare", compare.compare),
 ]
-# The probes an orchestrator calls, at the root, without a key (`service.health`).
+# The probes an orchestrator calls, at the root, without a key (`service.endpoints.health`).
 PROBES: dict[str, Callable[[Request], Awaitable[Response]]] = {
     "/healthz": health.healthz,
     "/readyz": health.readyz,
@@ -99,7 +98,7 @@ def routes() -> list[BaseRoute]:
 
 def server_options(settings: Settings) -> dict[str, Any]:
     """How uvicorn runs the app, for `python -m service serve` and the tests alike: bounds on
-    the request head (`service.protocol`), no `Server` header (it names the software and its
+    the request head (`service.edge.protocol`), no `Server` header (it names the software and its
     version to anyone probing), none of uvicorn's own access lines (the front door writes one
     per request, with its route, id and the key's fingerprint), and the service's loggers at
     the configured level, as JSON lines unless they go to a terminal."""

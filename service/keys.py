@@ -31,9 +31,9 @@ def run(args: argparse.Namespace) -> int:
 
 
 def accounts_file() -> Path:
-    settings = Settings.from_environ()
-    settings.check_accounts_file()
-    return settings.accounts_file
+    path = Settings.from_environ().accounts_file
+    accounts.check_accounts_file(path)
+    return path
 
 
 def add_key(args: argparse.Namespace) -> int:

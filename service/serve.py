@@ -12,10 +12,11 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from service import memory
+from service.accounts import check_accounts_file
 from service.settings import VARIABLES, Settings
 
 if TYPE_CHECKING:
-    from service.front import FrontDoor
+    from service.edge.front import FrontDoor
 
 HELP = "serve the API (its other settings are FEES_* variables: README, Settings)"
 FLAGS = ("host", "port", "workers")
@@ -52,7 +53,7 @@ def run(args: argparse.Namespace) -> int:
     flags = {name: value for name, value in given.items() if value is not None}
     settings = replace(Settings.from_environ(), **flags)
     settings.check_data_dir()
-    settings.check_accounts_file()
+    check_accounts_file(settings.accounts_file)
     # Before anything loads duckdb; the workers of `--workers` are new interpreters that
     # inherit the variable it sets (uvicorn's configuration loads duckdb in them at once).
     memory.configure_duckdb_allocator()

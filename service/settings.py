@@ -2,8 +2,9 @@
 
 `Settings.from_environ` checks every value it reads and raises one `SettingsError` for the
 first it cannot use, naming the variable, the value and what is allowed; the command line
-prints it as one line. The checks that look at files (`check_data_dir`,
-`check_accounts_file`) are separate: only the commands that use those files make them.
+prints it as one line. The checks that look at files (`check_data_dir` here, and
+`service.accounts.check_accounts_file`) are separate: only the commands that use those files
+make them. A leaf of the service: it imports nothing of it but `service.numbers`.
 """
 
 import math
@@ -18,8 +19,7 @@ from urllib.parse import urlsplit
 
 from ingest.layout import DEFAULT_DATA_DIR
 from ingest.storage import InvalidSetting, endpoint_url, has_valid_port, is_s3, location, setting
-from service.accounts import Keystore
-from service.params import whole_number
+from service.numbers import whole_number
 
 # A setting that cannot be used; the message says which, its value and what is allowed. The
 # data commands read theirs the same way, and raise the same error (`ingest.storage.setting`).
@@ -73,26 +73,6 @@ class Settings:
                 f"FEES_DATA_DIR={str(self.data_dir)!r}: must be an existing directory "
                 "(`fees ingest --data DIR` makes one and publishes a version into it)"
             )
-
-    def check_accounts_file(self) -> None:
-        """The accounts file must be readable and well-formed if it exists (`fees keys add`
-        creates it); the service refuses to start on a file it could not take keys from."""
-        try:
-            Keystore(self.accounts_file).refresh()
-        except (OSError, ValueError, KeyError, TypeError, AttributeError) as error:
-            reason = _reason(error)
-            raise SettingsError(
-                f"FEES_ACCOUNTS_FILE={str(self.accounts_file)!r}: must be a readable accounts "
-                f"file as described in service/accounts.py ({reason})"
-            ) from None
-
-
-def _reason(error: Exception) -> str:
-    if isinstance(error, OSError):
-        return error.strerror or str(error)
-    if isinstance(error, KeyError):
-        return f"no {error} field"
-    return str(error)
 
 
 def integer(*, minimum: int, maximum: int | None = None) -> Callable[[str], int]:

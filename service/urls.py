@@ -5,5 +5,5 @@ from typing import Final
 
 PREFIXES: Final = ("/api/v1", "/v1")
 OPENAPI_PATH: Final = "/openapi.json"
-# Where the interactive reference (`service.docs`) fetches the document from.
+# Where the interactive reference (`service.pages.docs`) fetches the document from.
 SPEC_URL: Final = PREFIXES[0] + OPENAPI_PATH

@@ -1,4 +1,4 @@
-"""The access log (`service.accesslog`): a complete JSON line for every request, written in
+"""The access log (`service.edge.accesslog`): a complete JSON line for every request, written in
 batches; nothing lost on a clean stop, at most the last second on a crash; the lines of several
 writers sharing a pipe or a file never mix. Then the real server, as `fees serve` runs it."""
 
@@ -17,8 +17,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ingest.pipeline import IngestResult
-from service import accesslog
-from service.accesslog import AccessLog
+from service.edge import accesslog
+from service.edge.accesslog import AccessLog
 from tests.conftest import exchange_headers
 from tests.servers import service_process
 
@@ -47,7 +47,7 @@ def test_a_line_is_one_json_object_with_every_field(tmp_path: Path) -> None:
     log.write(**fields(7, key=None))
     log.stop()
     [line] = lines_of(tmp_path / "access.log")
-    assert line["level"] == "INFO" and line["logger"] == "service.access"
+    assert line["level"] == "INFO" and line["logger"] == "service.edge.access"
     assert {name: line[name] for name in FIELDS} == fields(7, key=None)
     assert line["message"] == f"GET /api/v1/exchanges/?n=7 200 0.12ms request_id={7:032x} key=-"
     assert time.strptime(line["time"].split(",")[0], "%Y-%m-%d %H:%M:%S")
@@ -75,7 +75,7 @@ def test_a_line_is_the_bytes_orjson_makes_of_its_dict(
     os.close(read_end)
     line = json.loads(written)
     message = f"GET {path} {status} {duration_ms:.2f}ms request_id={5:032x} key={key or '-'}"
-    expected = {"time": line["time"], "level": "INFO", "logger": "service.access"}
+    expected = {"time": line["time"], "level": "INFO", "logger": "service.edge.access"}
     expected |= {"message": message} | request
     assert written == orjson.dumps(expected, option=orjson.OPT_APPEND_NEWLINE)
 

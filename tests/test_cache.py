@@ -14,9 +14,8 @@ from starlette.datastructures import Headers
 from starlette.responses import JSONResponse
 
 from ingest.pipeline import IngestResult
-from service import envelope
 from service.accounts import Account
-from service.cache import (
+from service.edge.cache import (
     CACHE_CONTROL,
     ENTRY_BYTES,
     ETAG,
@@ -25,7 +24,8 @@ from service.cache import (
     Stored,
     cache_key,
 )
-from service.call import Call
+from service.edge.call import Call
+from service.endpoints import envelope
 from service.errors import Family
 from service.settings import Settings
 from tests.conftest import KEYS, LiveServer, exchange_headers, supplier_headers

@@ -446,7 +446,7 @@ def workers_of(pid: int) -> list[int]:
 
 def process_of(response: httpx.Response) -> str:
     """Which process answered: request ids are a per-process random prefix and a 12-digit
-    counter (service.front)."""
+    counter (service.edge.front)."""
     return response.headers["x-request-id"][:-12]
 
 

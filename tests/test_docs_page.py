@@ -1,5 +1,6 @@
-"""The interactive reference at `/docs` (`service.docs`): what the page and its files answer,
-and the page itself in a real headless Chromium, driven by Playwright, against a real server."""
+"""The interactive reference at `/docs` (`service.pages.docs`): what the page and its files
+answer, and the page itself in a real headless Chromium, driven by Playwright, against a real
+server."""
 
 import json
 import re
@@ -13,7 +14,7 @@ from playwright.sync_api import Request, expect
 
 from ingest.pipeline import IngestResult
 from service.app import OPENAPI_FILE
-from service.docs import page as docs_page
+from service.pages.docs import page as docs_page
 from tests.browser import RENDER_MS, browser_page, page_server
 from tests.conftest import KEYS, LiveServer
 

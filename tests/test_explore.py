@@ -1,5 +1,5 @@
-"""The fee explorer at `/explore` (`service.explore`): the page and its files over HTTP, then
-each view in a real headless Chromium over the embedded data, checked against the API's own
+"""The fee explorer at `/explore` (`service.pages.explore`): the page and its files over HTTP,
+then each view in a real headless Chromium over the embedded data, checked against the API's own
 answers: the charts draw as many months, steps and bars as the API gives, filters and shared
 URLs restore a view, a bad key gets the key prompt, a spent rate limit says when it retries,
 and no request leaves the server."""
@@ -19,7 +19,7 @@ import pytest
 from playwright.sync_api import Page, Route, expect
 
 from ingest.pipeline import IngestResult, run_ingest
-from service.explore import page as explore_page
+from service.pages.explore import page as explore_page
 from tests.browser import browser_page, page_server
 from tests.conftest import (
     KEYS,

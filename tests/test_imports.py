@@ -203,3 +203,54 @@ def test_every_form_of_import_is_seen(tmp_path: Path, source: str, expected: set
     path = tmp_path / "probe.py"
     path.write_text(source + "\n", encoding="utf-8")
     assert set(imported(path, modules())) == expected
+
+
+# `service/` in wings (docs/architecture.md): each may import the shared modules at the top of
+# `service/` and the wings listed, never the others. The shared modules import no wing.
+WINGS = {
+    "dataset": set(),
+    "edge": {"dataset"},
+    "endpoints": {"dataset", "edge"},
+    "pages": set(),
+}
+SHARED = {"accounts", "errors", "memory", "numbers", "responses", "settings", "urls", "vocabulary"}
+
+
+def wing_of(module: str) -> str | None:
+    parts = module.split(".")
+    return parts[1] if parts[0] == "service" and len(parts) > 2 else None
+
+
+def reached(module: str, edges: dict[str, set[str]]) -> set[str]:
+    """Every project module `module` imports, directly or through others."""
+    seen: set[str] = set()
+    todo = [module]
+    while todo:
+        for target in edges[todo.pop()] - seen:
+            seen.add(target)
+            todo.append(target)
+    return seen
+
+
+def test_each_wing_of_the_service_imports_only_the_wings_below_it() -> None:
+    edges = graph()
+    crossing = {
+        (module, target)
+        for module in edges
+        if (wing := wing_of(module)) is not None
+        for target in reached(module, edges)
+        if wing_of(target) not in (None, wing, *WINGS[wing])
+    }
+    assert crossing == set()
+
+
+def test_the_shared_modules_and_settings_import_no_wing() -> None:
+    edges = graph()
+    assert {f"service.{name}" for name in SHARED} <= set(edges)
+    assert {
+        (name, target)
+        for name in SHARED
+        for target in reached(f"service.{name}", edges)
+        if wing_of(target) is not None
+    } == set()
+    assert reached("service.settings", edges) - CONTRACT == {"service.numbers"}

@@ -125,7 +125,7 @@ def test_the_services_log_lines_are_one_json_object_each(
     logging.config.dictConfig(config)
     formatter = logging.getLogger("service").handlers[0].formatter
     assert formatter is not None
-    record = logging.LogRecord("service.front", logging.ERROR, __file__, 1, "failed", (), None)
+    record = logging.LogRecord("service.edge.front", logging.ERROR, __file__, 1, "failed", (), None)
     record.__dict__.update({"route": "/exchanges", "status": 500})
     line = json.loads(formatter.format(record))  # pytest's stderr is not a terminal
     assert line["route"] == "/exchanges" and line["status"] == 500 and line["level"] == "ERROR"

@@ -10,8 +10,9 @@ import pytest
 
 from ingest.layout import CHANGE_TYPES
 from ingest.schema import CLOSED_VALUES, UNITS
-from service import errors, export, results, supplier_data
+from service import errors
 from service.dataset import queries
+from service.endpoints import export, results, supplier_data
 from service.vocabulary import DATA_TYPE_ORDER, DIMENSIONS
 
 DOCUMENT = json.loads(

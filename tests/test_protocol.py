@@ -1,4 +1,4 @@
-"""The connection's writes (`service.protocol._HeadWithBody`): an answer's head leaves with the
+"""The connection's writes (`service.edge.protocol._HeadWithBody`): an answer's head leaves with the
 first part of its body, in one write; nothing else is held."""
 
 import asyncio
@@ -7,7 +7,7 @@ from typing import Any
 
 import httpx
 
-from service.protocol import _HeadWithBody
+from service.edge.protocol import _HeadWithBody
 from tests.conftest import LiveServer, exchange_headers
 
 

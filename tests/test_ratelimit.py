@@ -14,8 +14,8 @@ import httpx
 import pytest
 
 from ingest.pipeline import IngestResult
-from service.accounts import Keystore
-from service.ratelimit import DEFAULT_LIMIT, Limit, LocalBuckets
+from service.accounts import DEFAULT_LIMIT, Keystore, Limit
+from service.edge.ratelimit import LocalBuckets
 from service.settings import Settings
 from tests.conftest import LiveServer, account_key, exchange_headers, supplier_headers
 from tests.servers import debian_program, redis_server, service_process

@@ -1,12 +1,12 @@
-"""An answer on its way out (`service.reply`): its head leaves with the first part of its body,
+"""An answer on its way out (`service.edge.reply`): its head leaves with the first part of its body,
 so a process stopped between the two has sent nothing a balancer could not try elsewhere."""
 
 import asyncio
 
 from starlette.types import Message
 
-from service.call import arrival
-from service.reply import Reply
+from service.edge.call import arrival
+from service.edge.reply import Reply
 
 SCOPE = {"type": "http", "method": "GET", "path": "/healthz", "headers": [], "query_string": b""}
 

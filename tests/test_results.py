@@ -12,7 +12,7 @@ import pytest
 from ingest.layout import read_manifest
 from ingest.pipeline import IngestResult
 from ingest.query import open_version
-from service import export
+from service.endpoints import export
 from tests.conftest import KEYS, exchange_headers
 
 RESULTS = "/api/v1/fee-schedule-results/"

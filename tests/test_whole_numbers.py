@@ -1,9 +1,9 @@
-"""Every whole number the service reads, read one way (`service.params.whole_number`): query
-parameters of both families and the FEES_* settings."""
+"""Every whole number the service reads, read one way (`service.numbers.whole_number`):
+query parameters of both families and the FEES_* settings."""
 
 import pytest
 
-from service.params import whole_number
+from service.numbers import whole_number
 from service.settings import Settings, SettingsError
 
 

@@ -43,8 +43,8 @@ import boto3
 import httpx
 
 from ingest.storage import S3Storage
-from service.accesslog import LOGGER as ACCESS_LOGGER
 from service.accounts import key_entry
+from service.edge.accesslog import LOGGER as ACCESS_LOGGER
 from tools.bench_ingest import machine, write_section
 from tools.servers import (
     AWS_TEST_CREDENTIALS,

@@ -4,8 +4,8 @@ A published version never changes, so a successful JSON answer to the same calle
 parameters and Accept header stays right until the next version; the cache is keyed by
 version and emptied when a request first sees a newer one. The one part of a body that
 changes per call, the exchange family's `meta.query_time_ms`, is stored cut out (where it stands
-is known from the envelope that built the answer, `service.envelope`) and filled in with the
-current figure on every hit, so a cached answer is the answer, byte for byte.
+is known from the envelope that built the answer, `service.endpoints.envelope`) and filled in
+with the current figure on every hit, so a cached answer is the answer, byte for byte.
 
 Bounded by the bytes of the bodies it holds (least recently used out first); 0 turns it off.
 
@@ -26,8 +26,8 @@ from cachetools import LRUCache
 from starlette.datastructures import Headers, QueryParams
 from starlette.types import Scope
 
-from service.access import EXCHANGE_KEY_ALIAS, EXCHANGE_KEY_HEADER
 from service.accounts import Account
+from service.edge.access import EXCHANGE_KEY_ALIAS, EXCHANGE_KEY_HEADER
 
 VERSION_HEADER = b"x-dataset-version"
 ETAG = b"etag"
@@ -66,7 +66,8 @@ class Stored:
         timed: tuple[int, int] | None = None,
     ) -> "Stored":
         """An answer to keep; `timed` is where its query time stands in `body`, as the
-        envelope that built it says (`service.envelope`), or None for an answer without one."""
+        envelope that built it says (`service.endpoints.envelope`), or None for an answer
+        without one."""
         kept = tuple((k, v) for k, v in headers if k in KEPT_HEADERS)
         if timed is None:
             return cls(body, None, kept, route)

@@ -13,16 +13,21 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response
 
-from ingest.schema import CLOSED_VALUES
-from service import export
-from service.accounts import Account
-from service.call import CALL, Call
 from service.dataset import queries
 from service.dataset.venues import DETAIL_DIMENSIONS
 from service.dataset.version import Dataset
-from service.envelope import answer, page_meta
+from service.edge.call import CALL, Call
+from service.endpoints import export
+from service.endpoints.envelope import answer, page_meta
+from service.endpoints.exchange_family import (
+    HIDDEN_DATA,
+    refuse_hidden,
+    scope,
+    venue_codes,
+    vocabulary_filters,
+)
+from service.endpoints.params import Query
 from service.errors import Forbidden, NotFound
-from service.params import Query
 
 INCLUDE_PARAMS = ("include_source", "include_footnotes", "include_definitions")
 PAGE_PARAMS = ("page_size", "page_number", "order_by", "order_dir", *INCLUDE_PARAMS)
@@ -38,7 +43,6 @@ LIST_PARAMS = (
 )
 # `as_of` asks for one day; these ask for a window, or for the latest: not both.
 NOT_WITH_AS_OF = ("start_date", "end_date", "latest_only")
-HIDDEN_DATA = "You do not have access to this exchange's data."
 
 
 def list_results(request: Request) -> Response:
@@ -189,40 +193,3 @@ def _included(query: Query, day: date | None = None) -> queries.Included:
     still lists definitions)."""
     source, footnotes, definitions = (query.boolean(name) for name in INCLUDE_PARAMS)
     return queries.Included(source=source, relationships=footnotes or definitions, day=day)
-
-
-def scope(dataset: Dataset, account: Account) -> list[str] | None:
-    """The venues a key is limited to; None when it sees every venue (no condition needed)."""
-    return None if account.exchanges is None else dataset.visible(account)
-
-
-def vocabulary_filters(query: Query, names: tuple[str, ...]) -> dict[str, list[str]]:
-    """The given dimension filters of `names` (results filters; venues aside), each value
-    checked against its vocabulary."""
-    chosen = {}
-    for name in names:
-        column = queries.RESULT_FILTERS[name]
-        values = None if column == "exchange" else query.choices(name, CLOSED_VALUES[column])
-        if values is not None:
-            chosen[name] = values
-    return chosen
-
-
-def venue_codes(query: Query, dataset: Dataset, account: Account) -> list[str] | None:
-    """The venues named by `exchange_name` (any name or alias), as codes; None when not given."""
-    names = query.values("exchange_name")
-    if names is None:
-        return None
-    codes = [dataset.resolve(name) for name in names]
-    unknown = [name for name, code in zip(names, codes, strict=True) if code is None]
-    if unknown:
-        # The 422 offers only visible venues. (Naming a hidden venue is a 403, as in the
-        # compatible service, so this family does admit that a hidden venue exists.)
-        query.fail("exchange_name", f"unknown exchange(s): {', '.join(unknown)}",
-                   dataset.visible(account))  # fmt: skip
-    return [code for code in codes if code is not None]
-
-
-def refuse_hidden(codes: list[str] | None, account: Account) -> None:
-    if any(not account.may_see(code) for code in codes or []):
-        raise Forbidden(HIDDEN_DATA)

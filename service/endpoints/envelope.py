@@ -4,7 +4,7 @@
 
 The body is rendered once (orjson) with the query time spliced in at its end, and where those
 digits stand is kept on the request's `Call` (`timed`), so the response cache can re-time a
-stored answer by slicing it (`service.cache.Stored`), never by searching its bytes.
+stored answer by slicing it (`service.edge.cache.Stored`), never by searching its bytes.
 """
 
 from typing import Any
@@ -12,7 +12,7 @@ from typing import Any
 import orjson
 from starlette.responses import Response
 
-from service.call import Call
+from service.edge.call import Call
 from service.responses import JSON
 
 CLOSE = b"}}"  # the end of `meta`, then of the envelope

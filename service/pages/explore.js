@@ -1,4 +1,4 @@
-// The fee explorer (`service/explore.py`): three views over the public API, each a URL.
+// The fee explorer (`service/pages/explore.py`): three views over the public API, each a URL.
 //   ?view=venue&venue=CODE   a venue's coverage over time and its current fee lines
 //   ?view=line&line=ID       one fee line's history as a step chart
 //   ?view=compare&as_of=...  the venues ranked, best for the member first

@@ -1,4 +1,4 @@
-// Starts Swagger UI for the page `service/docs.py` serves. A separate file, not an inline
+// Starts Swagger UI for the page `service/pages/docs.py` serves. A separate file, not an inline
 // script, so the page's Content-Security-Policy can allow only this server's scripts.
 "use strict";
 

@@ -1,4 +1,4 @@
-"""An answer on its way out of the front door (`service.front`).
+"""An answer on its way out of the front door (`service.edge.front`).
 
 Every answer gets the headers every answer carries (`X-Request-ID`, `nosniff`, the rate
 limit's, `Server-Timing`, `Cache-Control: private` for a caller with a key). An API handler's
@@ -9,7 +9,7 @@ names that tag; and a successful one in one piece is kept for the response cache
 
 from starlette.types import Message, Scope, Send
 
-from service.cache import (
+from service.edge.cache import (
     CACHE_CONTROL,
     ETAG,
     NOT_MODIFIED_HEADERS,
@@ -18,7 +18,7 @@ from service.cache import (
     entity_tag,
     not_modified,
 )
-from service.call import REQUEST_ID, Call
+from service.edge.call import REQUEST_ID, Call
 from service.errors import server_timing
 
 NOSNIFF = (b"x-content-type-options", b"nosniff")
@@ -57,7 +57,7 @@ class Reply:
             if not self.replaced:
                 # The head waits for the body's first part and is sent just before it, so a
                 # handler that fails before its first part (a download whose query fails)
-                # still gets a clean 500, not a head without a body. `service.protocol` then
+                # still gets a clean 500, not a head without a body. `service.edge.protocol` then
                 # writes the two in one go.
                 self._pending = message
                 return

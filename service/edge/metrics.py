@@ -19,9 +19,9 @@ from prometheus_client.registry import Collector
 from starlette.requests import Request
 from starlette.responses import Response
 
-from service.cache import ResponseCache
 from service.dataset.watcher import DatasetHolder
-from service.ratelimit import Limiter
+from service.edge.cache import ResponseCache
+from service.edge.ratelimit import Limiter
 
 # Seconds: a cached answer takes well under a millisecond, an export can take many seconds.
 BUCKETS: Final = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)

@@ -17,7 +17,7 @@ from starlette.responses import FileResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from service.pages import config_block, page_response
+from service.pages.page import config_block, page_response
 from service.urls import SPEC_URL
 
 STARTER = Path(__file__).with_name("docs.js")

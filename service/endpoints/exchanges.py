@@ -6,11 +6,11 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response
 
-from service.call import CALL
 from service.dataset.venues import DETAIL_DIMENSIONS
-from service.envelope import answer
+from service.edge.call import CALL
+from service.endpoints.envelope import answer
+from service.endpoints.params import Query
 from service.errors import Forbidden, NotFound
-from service.params import Query
 
 
 async def list_exchanges(request: Request) -> Response:

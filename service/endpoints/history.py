@@ -17,15 +17,21 @@ from starlette.responses import Response
 
 from ingest.layout import CHANGE_TYPES, CLASSED
 from ingest.schema import CLASSIFYING
-from service import export
-from service.call import CALL
 from service.dataset import queries
 from service.dataset.index import Array
 from service.dataset.version import Dataset
-from service.envelope import answer, page_meta
+from service.edge.call import CALL
+from service.endpoints import export
+from service.endpoints.envelope import answer, page_meta
+from service.endpoints.exchange_family import (
+    HIDDEN_DATA,
+    refuse_hidden,
+    scope,
+    venue_codes,
+    vocabulary_filters,
+)
+from service.endpoints.params import Query
 from service.errors import Forbidden, NotFound
-from service.params import Query
-from service.results import HIDDEN_DATA, refuse_hidden, scope, venue_codes, vocabulary_filters
 
 # A line's identity under the results' names (the same on each of its records), then each
 # record's figure, period and source: answer name -> record summary column

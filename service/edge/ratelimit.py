@@ -18,7 +18,6 @@ import logging
 import math
 import threading
 import time
-from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from redis.asyncio import Redis
@@ -26,6 +25,8 @@ from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError
+
+from service.accounts import Limit
 
 log = logging.getLogger(__name__)
 
@@ -57,22 +58,6 @@ redis.call('HSET', KEYS[1], 'tokens', tostring(tokens), 'at', tostring(now))
 redis.call('PEXPIRE', KEYS[1], math.ceil((burst - tokens) / rate * 1000) + 1000)
 return {allowed, tostring(tokens), tostring(now)}
 """
-
-
-@dataclass(frozen=True)
-class Limit:
-    burst: int = 300
-    per_minute: int = 60
-    # Made once per limit, not per request: the refill rate and the capacity's header.
-    per_second: float = field(init=False, compare=False, repr=False)
-    header: tuple[bytes, bytes] = field(init=False, compare=False, repr=False)
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "per_second", self.per_minute / 60)
-        object.__setattr__(self, "header", (b"x-ratelimit-limit", b"%d" % self.burst))
-
-
-DEFAULT_LIMIT = Limit()  # the anchor service's: burst 300, 60 a minute
 
 
 class Decision(NamedTuple):

@@ -20,9 +20,9 @@ from uvicorn.protocols.http.httptools_impl import (
     RequestResponseCycle,
 )
 
-from service.call import REQUEST_ID, new_request_id
+from service.edge.call import REQUEST_ID, new_request_id
+from service.edge.reply import NOSNIFF
 from service.errors import ApiError, BadRequest, HeadersTooLarge, UriTooLong, family_of, render
-from service.reply import NOSNIFF
 
 MAX_TARGET_BYTES: Final = 8192  # path and query, as most servers and proxies bound them
 MAX_HEAD_BYTES: Final = 16384  # every header name and value together

@@ -10,12 +10,13 @@ from typing import Any
 
 from starlette.requests import Request
 
-from service import params
-from service.access import visible_venue
-from service.call import CALL
 from service.dataset import queries
-from service.envelope import success
+from service.edge.access import visible_venue
+from service.edge.call import CALL
+from service.endpoints import params
+from service.endpoints.envelope import success
 from service.errors import BadRequest, NotFound
+from service.numbers import whole_number
 from service.responses import JSON
 from service.vocabulary import DIMENSIONS, IDENTIFIER_OF
 
@@ -162,7 +163,7 @@ def _whole(request: Request, name: str, *, default: int, low: int, high: int | N
     text = request.query_params.get(name)
     if text is None:
         return default
-    number = params.whole_number(text, low, high)
+    number = whole_number(text, low, high)
     if number is not None:
         return number
     allowed = f"{low}-{high}" if high is not None else f">= {low}"

@@ -1,6 +1,6 @@
-"""What the service's browser pages share (`/docs`, `service.docs`; `/explore`,
-`service.explore`): the policy that lets a page run only this server's scripts and call only
-this server, and how a page hands its script its settings.
+"""What the service's browser pages share (`/docs`, `service.pages.docs`; `/explore`,
+`service.pages.explore`): the policy that lets a page run only this server's scripts and call
+only this server, and how a page hands its script its settings.
 
 Nothing a page loads comes from elsewhere, so the pages work offline. A page may carry the
 demo key (`FEES_DOCS_KEY`), so no shared cache keeps it and a browser refetches it.

@@ -4,11 +4,11 @@ from typing import Any
 
 from starlette.requests import Request
 
-from service import params
-from service.access import visible_venue
-from service.call import CALL
 from service.dataset.venues import Venue
-from service.envelope import success
+from service.edge.access import visible_venue
+from service.edge.call import CALL
+from service.endpoints import params
+from service.endpoints.envelope import success
 from service.errors import BadRequest, NotFound
 from service.responses import JSON
 from service.vocabulary import DIMENSIONS, Term

@@ -8,6 +8,7 @@ from typing import Any
 from starlette.requests import Request
 
 from service.errors import BadRequest, ValidationError, invalid_date
+from service.numbers import whole_number
 
 DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
 
@@ -55,21 +56,6 @@ def echo_window(start: date | None, end: date | None) -> dict[str, str | None] |
         "start_date": start.isoformat() if start else None,
         "end_date": end.isoformat() if end else None,
     }
-
-
-# A whole number as the service reads one: ASCII digits only (no sign, space or separator), at
-# most nine of them, so every value fits and `int` is never handed a huge string.
-WHOLE = re.compile(r"[0-9]{1,9}")
-
-
-def whole_number(text: str, low: int, high: int | None = None) -> int | None:
-    """The number `text` writes, when it is a whole number from `low` to `high` (no upper bound
-    when `high` is None); None otherwise. Every whole number the service reads is read here:
-    query parameters of both families and the `FEES_*` settings."""
-    if not WHOLE.fullmatch(text):
-        return None
-    number = int(text)
-    return number if number >= low and (high is None or number <= high) else None
 
 
 # The most days `max_age_days` takes: a century, more than any dataset spans.

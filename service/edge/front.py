@@ -8,7 +8,7 @@ is cached is answered here, with no routing or `Response` object (what a static 
 Everything else goes on to Starlette: its router picks the handler, runs it on the event loop
 (`async def`: it never blocks) or in a worker thread (`def`), and renders what it raises in the
 family's envelope (`service.app`). Each handler reads the call (`CALL.get()`), its account
-first: the family's 401 without a key. On the way out (`service.reply.Reply`) every answer
+first: the family's 401 without a key. On the way out (`service.edge.reply.Reply`) every answer
 gets its headers, its validators or a 304, and a successful JSON answer is kept for the cache.
 Anything unexpected becomes a logged 500 in the envelope, with the connection kept. One
 access-log line per request names the key by its fingerprint, never the key, and the request
@@ -24,23 +24,23 @@ from starlette.datastructures import Headers
 from starlette.routing import BaseRoute, Match, Mount, Route
 from starlette.types import Receive, Scope, Send
 
-from service.access import challenge, presented_key
-from service.accesslog import AccessLog
 from service.accounts import Account, Keystore
-from service.cache import (
+from service.dataset.watcher import DatasetHolder
+from service.edge.access import challenge, presented_key
+from service.edge.accesslog import AccessLog
+from service.edge.cache import (
     KEYED_HEADERS,
     CacheKey,
     ResponseCache,
     Stored,
     cache_key,
 )
-from service.call import CALL, Call, arrival
-from service.cors import with_cors
-from service.dataset.watcher import DatasetHolder
+from service.edge.call import CALL, Call, arrival
+from service.edge.cors import with_cors
+from service.edge.metrics import OTHER, RequestStats
+from service.edge.ratelimit import Limiter
+from service.edge.reply import Reply
 from service.errors import ApiError, RateLimited
-from service.metrics import OTHER, RequestStats
-from service.ratelimit import Limiter
-from service.reply import Reply
 from service.urls import OPENAPI_PATH, PREFIXES
 
 log = logging.getLogger(__name__)
@@ -183,7 +183,7 @@ class FrontDoor:
 
     def _done(self, scope: Scope, call: Call, reply: Reply) -> None:
         """Count the answer by route and status, and write its access line
-        (`service.accesslog`)."""
+        (`service.edge.accesslog`)."""
         seconds = time.perf_counter() - call.started
         route = reply.route or self._route(scope)
         if reply.kept is not None and self._cache.enabled:

@@ -3,7 +3,7 @@
 from starlette.middleware.cors import CORSMiddleware
 from starlette.types import ASGIApp
 
-from service.access import EXCHANGE_KEY_ALIAS, EXCHANGE_KEY_HEADER
+from service.edge.access import EXCHANGE_KEY_ALIAS, EXCHANGE_KEY_HEADER
 
 
 def with_cors(app: ASGIApp, origins: tuple[str, ...]) -> ASGIApp:

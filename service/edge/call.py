@@ -1,6 +1,6 @@
 """What the front door learned about one request, carried for the rest of it.
 
-`service.front.FrontDoor` makes one `Call` per request (`arrival`): when it arrived, its id,
+`service.edge.front.FrontDoor` makes one `Call` per request (`arrival`): when it arrived, its id,
 which envelope its path speaks, the caller's account (the key checked once), the version it
 is answered from and its response cache key. Handlers read it as `CALL.get()`, never from the
 request's state; each reads `call.account` first, which is the family's 401 without a key.
@@ -16,10 +16,10 @@ from dataclasses import dataclass
 
 from starlette.types import Scope
 
-from service.access import CHALLENGES
 from service.accounts import Account
-from service.cache import CacheKey
 from service.dataset.version import Dataset
+from service.edge.access import CHALLENGES
+from service.edge.cache import CacheKey
 from service.errors import ApiError, Family, Unauthorized, Unavailable, family_of, render
 from service.responses import JSON
 

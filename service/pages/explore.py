@@ -5,7 +5,7 @@ The page is a shell; `explore.js` beside this module fetches and draws everythin
 `explore.css` lays it out. The script calls only `/api/v1`, with the key the user enters (or
 the one `make run` configures, `FEES_DOCS_KEY`), so it sees exactly what that key's scope
 allows. Its charts are SVG it draws itself: no library, nothing fetched from elsewhere
-(`service.pages`). Each view is a URL (`?view=venue&venue=memx`, `?view=line&line=...`,
+(`service.pages.page`). Each view is a URL (`?view=venue&venue=memx`, `?view=line&line=...`,
 `?view=compare&as_of=...`), so a view can be shared; the key never goes in it.
 """
 
@@ -15,7 +15,7 @@ from starlette.requests import Request
 from starlette.responses import FileResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from service.pages import config_block, page_response
+from service.pages.page import config_block, page_response
 
 HERE = Path(__file__).parent
 FILES = {"explore.js": "text/javascript", "explore.css": "text/css"}

@@ -18,14 +18,14 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from ingest.schema import CLASSIFYING, CLOSED_VALUES, PROVENANCE_COLUMNS, UNITS
-from service import export
-from service.call import CALL
 from service.dataset import queries
 from service.dataset.classes import Spread
 from service.dataset.version import Dataset
-from service.envelope import answer
-from service.params import Query
-from service.results import refuse_hidden, venue_codes, vocabulary_filters
+from service.edge.call import CALL
+from service.endpoints import export
+from service.endpoints.envelope import answer
+from service.endpoints.exchange_family import refuse_hidden, venue_codes, vocabulary_filters
+from service.endpoints.params import Query
 
 # The line filters (repeatable, as on the results) besides `fee_type`, which is one value: it
 # decides the unit compared unless `unit` does. The provenance filters too, so a comparison can
