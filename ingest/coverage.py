@@ -15,7 +15,6 @@ committed report against the embedded data.
 
 import argparse
 import sys
-import textwrap
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Final
@@ -23,100 +22,24 @@ from typing import Any, Final
 import duckdb
 
 from ingest import cli
-from ingest.query import add_data_argument, current_local_version, open_version
-from ingest.schema import VOCABULARIES
-
-# One row per venue and category, then the venues' and the whole dataset's totals (GROUPING
-# SETS: the NULL category is a venue's total, NULL venue and category the grand total).
-COVERAGE: Final = """
-SELECT
-    exchange,
-    fee_category,
-    count(*) AS records,
-    count(*) FILTER (WHERE source_kind = 'primary') AS primary_records,
-    count(*) FILTER (WHERE source_kind = 'primary' AND date_basis = 'stated') AS primary_stated,
-    count(*) FILTER (WHERE date_basis IN ('stated', 'derived')) AS dated,
-    count(*) FILTER (WHERE uncertain) AS uncertain,
-    count(DISTINCT source_url) AS sources,
-    min(effective_start) AS earliest,
-    max(coalesce(effective_end, effective_start)) AS latest,
-    count(*) FILTER (WHERE effective_end IS NULL) AS open_ended
-FROM fees
-GROUP BY GROUPING SETS ((exchange, fee_category), (exchange), ())
-ORDER BY exchange NULLS LAST, fee_category NULLS LAST
-"""
-BY_CATEGORY: Final = """
-SELECT fee_category, count(*), count(DISTINCT exchange), count(DISTINCT source_url)
-FROM fees GROUP BY fee_category ORDER BY fee_category
-"""
-BY_PROVENANCE: Final = """
-SELECT source_kind, date_basis, count(*), count(*) FILTER (WHERE uncertain)
-FROM fees GROUP BY ALL ORDER BY ALL
-"""
-# The records with no known end, by the year of their start: each counts as in force on any
-# later day, resting on no later reading.
-OPEN_ENDS: Final = """
-SELECT year(effective_start), count(*), count(DISTINCT exchange), count(*) FILTER (WHERE uncertain)
-FROM fees WHERE effective_end IS NULL GROUP BY ALL ORDER BY ALL
-"""
-# On each day, the records in force and those of them presumed for more than two years: no
-# source shows their figure in force within 730 days before the day (`confirmed_through`); all
-# records, then the equity records of adding and removing liquidity.
-STALE_TARGET_DAY: Final = "2025-06-01"  # the day issue 36's target is measured on
-PRESUMED_DAYS: Final = (
-    *(f"{year}-01-01" for year in range(2018, 2027)),
+from ingest.coverage_figures import (
+    BY_CATEGORY,
+    BY_PROVENANCE,
+    COMPLETE_SCHEDULES,
+    COVERAGE,
+    EMPTY_VENUES,
+    OPEN_ENDS,
+    PRESUMED_DAYS,
+    STALE,
+    STALE_DAYS,
     STALE_TARGET_DAY,
+    STANDARD_CONFIRMED,
+    STANDARD_YEARS,
+    VENUE_TYPES,
+    percent,
 )
-STALE_DAYS: Final = 730
-STALE: Final = """
-SELECT
-    day,
-    count(*),
-    count(*) FILTER (WHERE confirmed_through < day - $stale),
-    count(*) FILTER (WHERE fee_type = 'equity' AND action IN ('make', 'take')),
-    count(*) FILTER (
-        WHERE fee_type = 'equity' AND action IN ('make', 'take')
-        AND confirmed_through < day - $stale
-    )
-FROM (SELECT CAST(unnest($days) AS DATE) AS day) AS days
-JOIN fees
-    ON effective_start <= day AND (effective_end IS NULL OR effective_end >= day)
-GROUP BY day
-ORDER BY day
-"""
-# Per venue and year, whether its standard make and take were confirmed on some day of the year:
-# a standard record shown in force (from its start to `confirmed_through`) within the year.
-STANDARD_YEARS: Final = (2018, 2026)
-STANDARD_CONFIRMED: Final = """
-SELECT
-    exchange,
-    fee_type,
-    year,
-    bool_or(action = 'make') AS make,
-    bool_or(action = 'take') AS take
-FROM fees
-JOIN (SELECT unnest(range($first, $last + 1)) AS year) AS years
-    ON year(effective_start) <= year AND year(confirmed_through) >= year
-WHERE standard AND action IN ('make', 'take')
-GROUP BY ALL
-ORDER BY ALL
-"""
-VENUE_TYPES: Final = """
-SELECT DISTINCT exchange, fee_type FROM fees WHERE fee_category = 'fees_and_rebates' ORDER BY ALL
-"""
-COMPLETE_SCHEDULES: Final = """
-SELECT exchange, fee_type, complete_scope, complete_as_of, count(*), min(source_url)
-FROM fees
-WHERE complete_as_of IS NOT NULL
-GROUP BY ALL
-ORDER BY ALL
-"""
-REGISTERED: Final = "SELECT count(*) FROM exchanges"
-SPREAD: Final = "SELECT count(DISTINCT exchange), count(DISTINCT fee_category) FROM fees"
-EMPTY_VENUES: Final = """
-SELECT code, display_name FROM exchanges
-WHERE code NOT IN (SELECT DISTINCT exchange FROM fees) ORDER BY code
-"""
+from ingest.query import add_data_argument, current_local_version, open_version
+from ingest.readme import README_BEGIN, README_END, readme_summary, with_readme_summary
 
 HEADER: Final = """# Data coverage
 
@@ -125,17 +48,6 @@ For the embedded data, `tests/test_embedded.py` checks that this file is what th
 writes. How the facts were gathered and dated: `data/facts/README.md`; what the provenance
 columns mean: `docs/raw-format.md`, "Provenance".
 """
-
-
-# The README's paragraph on the embedded data lies between these two lines; `fees coverage
-# --readme README.md` rewrites it, and a test holds it to the data.
-README_BEGIN: Final = "<!-- the embedded data today: made by `make coverage`, do not edit -->"
-README_END: Final = "<!-- end of what `make coverage` makes -->"
-README_WIDTH: Final = 99
-
-
-def percent(part: int, whole: int) -> str:
-    return f"{100 * part / whole:.0f}%" if whole else "-"
 
 
 def render(con: duckdb.DuckDBPyConnection) -> str:
@@ -196,57 +108,6 @@ def render(con: duckdb.DuckDBPyConnection) -> str:
         *(empty or ["None."]),
     ]
     return "\n".join(lines) + "\n"
-
-
-def readme_summary(con: duckdb.DuckDBPyConnection) -> str:
-    """The README's paragraph on the data of the version `con` has open: the headline figures
-    of the report, each computed here rather than copied by hand."""
-    total = con.execute(COVERAGE).fetchall()[-1]
-    records, primary, primary_stated, sources = total[2], total[3], total[4], total[7]
-    [(venues, categories)] = con.execute(SPREAD).fetchall()
-    [(registered,)] = con.execute(REGISTERED).fetchall()
-    by_category = {category: count for category, count, *_ in con.execute(BY_CATEGORY).fetchall()}
-    day, in_force, stale = con.execute(
-        STALE, {"days": [STALE_TARGET_DAY], "stale": STALE_DAYS}
-    ).fetchall()[0][:3]
-    empty = [name for _code, name in con.execute(EMPTY_VENUES).fetchall()]
-    all_categories = len(VOCABULARIES["fee_category"])
-    text = (
-        "The embedded data today ([docs/data-coverage.md](docs/data-coverage.md), made by "
-        f"`make coverage`): **{records:,} records on {venues} of the {registered} registered "
-        f"venues, read in {sources:,} public sources**; {percent(primary, records)} from primary "
-        "sources (the venue's or a regulator's own text), "
-        f"**{percent(primary_stated, records)} primary with a stated date**; "
-        + (
-            "every fee category present"
-            if categories == all_categories
-            else f"{categories} of the {all_categories} fee categories present"
-        )
-        + f", though {percent(by_category.get('fees_and_rebates', 0), records)} of the records "
-        "are transaction fees and rebates. A record with no known end was last shown in force "
-        "by a source on its `confirmed_through`; an answer for a later day marks it "
-        f"`presumed`. Of the {in_force:,} records in force on {day}, {stale:,} "
-        f"({percent(stale, in_force)}) were last confirmed more than {STALE_DAYS} days before "
-        "it. "
-        + (f"Nothing yet for {_series(empty)}. " if empty else "")
-        + "How the facts were gathered, dated and checked: "
-        "[data/facts/README.md](data/facts/README.md)."
-    )
-    return textwrap.fill(text, width=README_WIDTH, break_on_hyphens=False)
-
-
-def with_readme_summary(readme: str, summary: str) -> str | None:
-    """`readme` with the text between its two markers replaced by `summary`; None when it
-    lacks either marker."""
-    head, begin, rest = readme.partition(README_BEGIN)
-    _old, end, tail = rest.partition(README_END)
-    if not begin or not end:
-        return None
-    return f"{head}{README_BEGIN}\n{summary}\n{README_END}{tail}"
-
-
-def _series(names: list[str]) -> str:
-    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
 
 
 def _stale(con: duckdb.DuckDBPyConnection) -> list[str]:

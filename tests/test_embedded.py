@@ -8,7 +8,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from ingest import coverage
+from ingest import coverage, readme
 from ingest.pipeline import IngestResult
 from ingest.query import open_version
 from ingest.schema import VOCABULARIES
@@ -77,16 +77,16 @@ def test_the_readmes_paragraph_on_the_data_is_what_the_command_writes(
 ) -> None:
     """The README's headline figures come from `make coverage`, so they cannot drift from the
     data (issue 37: they said 2,413 records while the data had 2,490)."""
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    summary = coverage.readme_summary(open_version(embedded_version.version_dir))
-    assert coverage.with_readme_summary(readme, summary) == readme
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    summary = readme.readme_summary(open_version(embedded_version.version_dir))
+    assert readme.with_readme_summary(text, summary) == text
 
 
 def test_a_readme_without_the_markers_is_refused_not_rewritten() -> None:
-    assert coverage.with_readme_summary("# A README\n\nNo markers.\n", "figures") is None
-    marked = f"a\n{coverage.README_BEGIN}\nold\n{coverage.README_END}\nb\n"
-    assert coverage.with_readme_summary(marked, "new") == (
-        f"a\n{coverage.README_BEGIN}\nnew\n{coverage.README_END}\nb\n"
+    assert readme.with_readme_summary("# A README\n\nNo markers.\n", "figures") is None
+    marked = f"a\n{readme.README_BEGIN}\nold\n{readme.README_END}\nb\n"
+    assert readme.with_readme_summary(marked, "new") == (
+        f"a\n{readme.README_BEGIN}\nnew\n{readme.README_END}\nb\n"
     )
 
 
