@@ -16,7 +16,7 @@ export FEES_DATA_DIR ?= $(DATA)
 export FEES_ACCOUNTS_FILE ?= data/demo-accounts.json
 
 .DEFAULT_GOAL := help
-.PHONY: help setup run serve test lint fuzz soak cluster-soak ingest sql synth embedded lines coverage bench \
+.PHONY: help setup run serve test lint fuzz soak cluster-soak ingest sql synth embedded lines coverage openapi bench \
 	bench-ingest \
 	bench-workers screenshots clean
 
@@ -86,3 +86,6 @@ screenshots: setup ## Write docs/explore-*.png: the fee explorer's three views, 
 
 clean: ## Remove the venv, caches and generated data (not data/raw)
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache $(DATA) data/synth .bench .soak .cluster
+
+openapi: setup ## Write service/openapi.json from the declarations (service/api.py, service/operations.json)
+	$(PY) -m service.api

@@ -3,10 +3,9 @@ the family's envelope, and how uvicorn runs it all."""
 
 import copy
 import sys
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from functools import partial
-from pathlib import Path
 from typing import Any
 
 import uvicorn
@@ -17,6 +16,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
+from service import api
 from service.accounts import Keystore
 from service.dataset.watcher import DatasetHolder, VersionWatcher
 from service.edge.accesslog import AccessLog
@@ -26,74 +26,19 @@ from service.edge.front import FrontDoor
 from service.edge.metrics import RequestStats, ServiceCollector, metrics, registry_for
 from service.edge.protocol import BoundedHttpToolsProtocol
 from service.edge.ratelimit import Limiter
-from service.endpoints import (
-    compare,
-    exchanges,
-    health,
-    history,
-    results,
-    supplier_data,
-    suppliers,
-)
 from service.errors import ApiError, MethodNotAllowed, NotFound
 from service.pages import docs, explore
 from service.settings import VERBOSE, Settings
-from service.urls import OPENAPI_PATH, PREFIXES
-
-# The whole URL space, top to bottom. Each path answers under both version prefixes, with and
-# without a trailing slash (no redirects), to GET and HEAD.
-ENDPOINTS: list[tuple[str, Callable[[Request], Response | Awaitable[Response]]]] = [
-    ("/suppliers/{supplier_name}/participants", suppliers.participants),
-    ("/suppliers/{supplier_name}/fee-categories", suppliers.fee_categories),
-    ("/suppliers/{supplier_name}/actions", suppliers.actions),
-    ("/suppliers/{supplier_name}/fee-types", suppliers.fee_types),
-    ("/suppliers/{supplier_name}/date-ranges", suppliers.date_ranges),
-    ("/suppliers/{supplier_name}/data", supplier_data.supplier_data),
-    ("/suppliers/{supplier_name}/data/count", supplier_data.supplier_data_count),
-    ("/exchanges", exchanges.list_exchanges),
-    ("/exchanges/{exchange_name}", exchanges.exchange_detail),
-    ("/fee-schedule-results", results.list_results),
-    # `filters` and `versions/...` before `{record_id}`, which would otherwise match them.
-    ("/fee-schedule-results/filters", results.filters),
-    ("/fee-schedule-results/versions/{version_id}", results.results_by_version),
-    ("/fee-schedule-results/{record_id}", results.result_by_id),
-    ("/fee-lines/{line_id}", history.fee_line),
-    ("/fee-changes", history.fee_changes),
-    ("/compare", compare.compare),
-]
-# The probes an orchestrator calls, at the root, without a key (`service.endpoints.health`).
-PROBES: dict[str, Callable[[Request], Awaitable[Response]]] = {
-    "/healthz": health.healthz,
-    "/readyz": health.readyz,
-}
-OPENAPI_FILE = Path(__file__).with_name("openapi.json")
 
 
 def routes() -> list[BaseRoute]:
-    document = OPENAPI_FILE.read_bytes()
-
-    async def openapi(request: Request) -> Response:
-        """The OpenAPI 3.1 document (no key needed: it describes, it holds no data)."""
-        return Response(document, media_type="application/json")
-
-    return (
-        [
-            Route(prefix + path + slash, handler, methods=["GET", "HEAD"])
-            for path, handler in ENDPOINTS
-            for prefix in PREFIXES
-            for slash in ("", "/")
-        ]
-        + [
-            Route(prefix + OPENAPI_PATH + slash, openapi, methods=["GET", "HEAD"])
-            for prefix in PREFIXES
-            for slash in ("", "/")
-        ]
-        + [Route(path, probe, methods=["GET", "HEAD"]) for path, probe in PROBES.items()]
-        # Outside the OpenAPI document: Prometheus's scrape (its own text format).
-        + [Route("/metrics", metrics, methods=["GET", "HEAD"])]
-        + docs.routes()  # the interactive reference at /docs, with its files
-        + explore.routes()  # the fee explorer at /explore, with its script and style
-    )
+    """The API's declared routes (`service.api`), then what lies outside the OpenAPI document."""
+    return [
+        *api.routes(),
+        Route("/metrics", metrics, methods=["GET", "HEAD"]),  # Prometheus's own text format
+        *docs.routes(),  # the interactive reference at /docs, with its files
+        *explore.routes(),  # the fee explorer at /explore, with its script and style
+    ]
 
 
 def server_options(settings: Settings) -> dict[str, Any]:

@@ -13,7 +13,7 @@ import pytest
 from playwright.sync_api import Request, expect
 
 from ingest.pipeline import IngestResult
-from service.app import OPENAPI_FILE
+from service.api import OPENAPI_FILE
 from service.pages.docs import page as docs_page
 from tests.browser import RENDER_MS, browser_page, page_server
 from tests.conftest import KEYS, LiveServer

@@ -30,7 +30,7 @@ from schemathesis.specs.openapi.checks import (
 )
 
 from ingest.pipeline import IngestResult
-from service.app import OPENAPI_FILE
+from service.api import OPENAPI_FILE
 from service.settings import Settings
 from tests.conftest import KEYS, LiveServer, exchange_headers
 

@@ -1,19 +1,23 @@
 """The OpenAPI document and the code agree on every closed list: each enum the document holds
 is the code's own list (or, for the few the document alone states, is said to be here), and
-the results listing documents exactly the parameters it reads."""
+every query parameter an endpoint declares is one its handler reads and checks."""
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from ingest.layout import CHANGE_TYPES
 from ingest.schema import CLOSED_VALUES, UNITS
 from service import errors
+from service.api import ENDPOINTS
 from service.dataset import queries
-from service.endpoints import export, results, supplier_data
+from service.endpoints import export, supplier_data
 from service.vocabulary import DATA_TYPE_ORDER, DIMENSIONS
+from tests.conftest import exchange_headers, supplier_headers
 
 DOCUMENT = json.loads(
     (Path(__file__).parent.parent / "service" / "openapi.json").read_text(encoding="utf-8")
@@ -127,16 +131,36 @@ def test_the_supplier_error_labels_are_the_error_classes_labels() -> None:
     assert sorted(documented) == sorted(labels)
 
 
-def parameter_names(path: str) -> list[str]:
-    """The query parameters the document lists for GET `path`, `$ref`s followed."""
-    names = []
-    for parameter in DOCUMENT["paths"][path]["get"]["parameters"]:
-        if "$ref" in parameter:
-            parameter = DOCUMENT["components"]["parameters"][parameter["$ref"].rsplit("/", 1)[1]]
-        if parameter["in"] == "query":
-            names.append(parameter["name"])
-    return names
+# A value each query parameter must refuse (none of these is a date, a known value, a number in
+# range or a boolean), and the path values that reach each endpoint's handler.
+IMPOSSIBLE = "2024-02-30x"
+PATH_VALUES = {"supplier_name": "nasdaq", "exchange_name": "nasdaq", "version_id": "v",
+               "record_id": "r", "line_id": "l"}  # fmt: skip
+REQUIRED = {"/compare/": {"fee_type": "equity"}}  # what an endpoint needs to read the rest
 
 
-def test_the_results_listing_documents_exactly_the_parameters_it_reads() -> None:
-    assert sorted(parameter_names("/api/v1/fee-schedule-results/")) == sorted(results.LIST_PARAMS)
+def declared_cases() -> Iterator[tuple[str, str]]:
+    for endpoint in ENDPOINTS:
+        if endpoint.handler is not None and endpoint.prefixed:
+            for name in endpoint.query:
+                yield endpoint.path.format(**PATH_VALUES), name
+
+
+@pytest.mark.parametrize(("path", "name"), list(declared_cases()), ids="{0[0]}?{0[1]}".format)
+def test_every_declared_query_parameter_is_read_and_checked_by_its_handler(
+    client: httpx.Client, path: str, name: str
+) -> None:
+    """Each endpoint takes exactly the query parameters `service.api` declares for it (the
+    route tells its handler), so the document lists what the code reads: an impossible value
+    of each is refused naming it, never ignored."""
+    family = supplier_headers() if path.startswith("/suppliers/") else exchange_headers()
+    params = {**REQUIRED.get(path, {}), name: IMPOSSIBLE}
+    answer = client.get(f"/api/v1{path}", params=params, headers=family)
+    assert answer.status_code in (400, 422), answer.text
+    error = answer.json()
+    fields = (
+        [problem["field"] for problem in error["error"]["details"]]
+        if isinstance(error.get("error"), dict)
+        else [(error.get("details") or {}).get("field")]
+    )
+    assert name in fields, error

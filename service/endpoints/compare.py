@@ -35,7 +35,6 @@ LINE_FILTERS: Final = tuple(
     name for name, column in queries.RESULT_FILTERS.items()
     if column in (*CLASSIFYING, *PROVENANCE_COLUMNS, "standard") and column != "fee_type"
 )  # fmt: skip
-COMPARE_PARAMS: Final = (*LINE_FILTERS, "fee_type", "as_of", "max_age_days", "unit", "format")
 DEFAULT_CATEGORY: Final = "fees_and_rebates"
 DEFAULT_UNIT: Final = {"equity": "per_share", "option": "per_contract"}
 # A comparison leaves out the records last confirmed more than two years before its day: a
@@ -67,7 +66,7 @@ def compare(request: Request) -> Response:
     """One item per venue the key can see (or per venue named), best for the member first."""
     call = CALL.get()
     account = call.account
-    query = Query(request, COMPARE_PARAMS)
+    query = Query(request)
     dataset = call.dataset
     values = vocabulary_filters(query, LINE_FILTERS)
     named = venue_codes(query, dataset, account)

@@ -17,7 +17,7 @@ async def list_exchanges(request: Request) -> Response:
     """Every venue the key may see that has records, sorted by code."""
     call = CALL.get()
     account = call.account
-    Query(request, ()).check()
+    Query(request).check()
     dataset = call.dataset
     data = [
         {
@@ -40,7 +40,7 @@ async def exchange_detail(request: Request) -> Response:
     way to say "no span" (its SDK requires both dates)."""
     call = CALL.get()
     account = call.account
-    query = Query(request, ("as_of", "max_age_days"))
+    query = Query(request)
     as_of = query.day("as_of")
     max_age = query.max_age_days(as_of)
     query.check()

@@ -68,10 +68,6 @@ CHANGE_FILTERS: Final = tuple(
     name for name, column in queries.RESULT_FILTERS.items()
     if column in ("exchange", "standard") or column in CLASSED
 )  # fmt: skip
-CHANGE_PARAMS: Final = (
-    *CHANGE_FILTERS, "start_date", "end_date", "change_type", "order_dir", "page_size",
-    "page_number", "format",
-)  # fmt: skip
 CHANGE_NAMES: Final = pa.array(CHANGE_TYPES)
 SIDES: Final = ("before", "after")
 
@@ -81,7 +77,7 @@ def fee_line(request: Request) -> Response:
     outside the key's scope)."""
     call = CALL.get()
     account = call.account  # first: a request without a valid key is a 401 before its parameters
-    Query(request, ()).check()
+    Query(request).check()
     dataset = call.dataset
     positions = dataset.lines.positions(request.path_params["line_id"])
     if positions is None:
@@ -99,7 +95,7 @@ def fee_changes(request: Request) -> Response:
     them, as a download)."""
     call = CALL.get()
     account = call.account
-    query = Query(request, CHANGE_PARAMS)
+    query = Query(request)
     dataset = call.dataset
     values = vocabulary_filters(query, CHANGE_FILTERS)
     named = venue_codes(query, dataset, account)

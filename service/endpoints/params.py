@@ -13,8 +13,16 @@ from service.numbers import whole_number
 DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
 
 
-def only(request: Request, allowed: tuple[str, ...]) -> None:
+def declared(request: Request) -> tuple[str, ...]:
+    """The query parameters the matched endpoint declares (`service.api`: the route knows
+    them), in their documented order."""
+    names: tuple[str, ...] = request.scope["route"].query
+    return names
+
+
+def only(request: Request) -> None:
     """Refuse parameters the endpoint does not take, and any parameter given twice."""
+    allowed = declared(request)
     for name in request.query_params:
         if name not in allowed:
             raise BadRequest(
@@ -69,9 +77,10 @@ class Query:
     `ValidationError` with `details` = one `{field, message, allowed?}` per offending parameter.
     """
 
-    def __init__(self, request: Request, accepted: tuple[str, ...]) -> None:
+    def __init__(self, request: Request) -> None:
         self._params = request.query_params
         self.problems: list[dict[str, Any]] = []
+        accepted = declared(request)
         for name in self._params:
             if name not in accepted:
                 self.fail(name, "unknown parameter", sorted(accepted))

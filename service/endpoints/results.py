@@ -30,17 +30,6 @@ from service.endpoints.params import Query
 from service.errors import Forbidden, NotFound
 
 INCLUDE_PARAMS = ("include_source", "include_footnotes", "include_definitions")
-PAGE_PARAMS = ("page_size", "page_number", "order_by", "order_dir", *INCLUDE_PARAMS)
-LIST_PARAMS = (
-    *queries.RESULT_FILTERS,
-    "start_date",
-    "end_date",
-    "latest_only",
-    "as_of",
-    "max_age_days",
-    "format",
-    *PAGE_PARAMS,
-)
 # `as_of` asks for one day; these ask for a window, or for the latest: not both.
 NOT_WITH_AS_OF = ("start_date", "end_date", "latest_only")
 
@@ -49,7 +38,7 @@ def list_results(request: Request) -> Response:
     """Every matching record, a page at a time (or all of them, as a download)."""
     call = CALL.get()
     account = call.account
-    query = Query(request, LIST_PARAMS)
+    query = Query(request)
     dataset = call.dataset
     filters = vocabulary_filters(query, tuple(queries.RESULT_FILTERS))
     named = venue_codes(query, dataset, account)
@@ -79,7 +68,7 @@ def list_results(request: Request) -> Response:
 def result_by_id(request: Request) -> Response:
     call = CALL.get()
     account = call.account
-    query = Query(request, INCLUDE_PARAMS)
+    query = Query(request)
     included = _included(query)
     query.check()
     dataset = call.dataset
@@ -97,7 +86,7 @@ def results_by_version(request: Request) -> Response:
     """The records a version first published (those still present in the current data)."""
     call = CALL.get()
     account = call.account
-    query = Query(request, PAGE_PARAMS)
+    query = Query(request)
     page = _Page(query)
     query.check()
     dataset = call.dataset
@@ -116,7 +105,7 @@ async def filters(request: Request) -> Response:
     across their records in force on one day (`as_of`)."""
     call = CALL.get()
     account = call.account
-    query = Query(request, ("exchange_name", "as_of", "max_age_days"))
+    query = Query(request)
     dataset = call.dataset
     named = venue_codes(query, dataset, account)
     as_of = query.day("as_of")

@@ -30,14 +30,12 @@ TERM_PARAMS = {
     "participant": ("participants", "fee_participant"),
 }
 WINDOW_PARAMS = ("start_date", "end_date")  # a window: `as_of`, one day, is not given with it
-COUNT_PARAMS = (*TERM_PARAMS, *WINDOW_PARAMS, "as_of", "max_age_days")
-DATA_PARAMS = (*COUNT_PARAMS, "offset", "limit")
 
 
 def supplier_data(request: Request) -> JSON:
     call = CALL.get()
     account = call.account
-    params.only(request, DATA_PARAMS)
+    params.only(request)
     offset = _whole(request, "offset", default=0, low=0, high=None)
     limit = _whole(request, "limit", default=MAX_LIMIT, low=1, high=MAX_LIMIT)
     selection = _Selection(request)
@@ -80,7 +78,7 @@ def _page(records: list[dict[str, Any]], total: int, offset: int, limit: int) ->
 def supplier_data_count(request: Request) -> JSON:
     call = CALL.get()
     account = call.account
-    params.only(request, COUNT_PARAMS)
+    params.only(request)
     selection = _Selection(request)
     dataset = call.dataset
     code = visible_venue(

@@ -42,7 +42,7 @@ def discovery(request: Request, endpoint: str) -> JSON:
     """Every value the supplier has any record for, with its records in the date window."""
     call = CALL.get()
     account = call.account
-    params.only(request, ("start_date", "end_date"))
+    params.only(request)
     start, end = params.date_window(request)
     dataset = call.dataset
     code = visible_venue(
@@ -83,7 +83,7 @@ async def date_ranges(request: Request) -> JSON:
     """The supplier's coverage as maximal contiguous periods, with the data types in each."""
     call = CALL.get()
     account = call.account
-    params.only(request, ())
+    params.only(request)
     dataset = call.dataset
     code = visible_venue(
         dataset,

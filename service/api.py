@@ -1,0 +1,184 @@
+"""The API, declared once: each endpoint's path, handler, OpenAPI operation and parameters.
+
+The router (`routes`), the query parameters each handler accepts (`service.endpoints.params`
+reads them from the route that matched) and the OpenAPI document's paths and parameter lists
+(`document`) are all made from `ENDPOINTS`. What a declaration names stands in
+`service/operations.json`: each operation's tags, summary, description, security and responses
+by `operationId`, and the components (parameters, schemas, responses, headers) they refer to.
+`service/openapi.json`, which the service serves, is written from the two by `make openapi`
+(`python -m service.api`); `tests/test_openapi.py` fails when it is stale.
+
+Adding an endpoint: a handler, one `Endpoint` below, its operation (and any new parameter) in
+`operations.json`, then `make openapi`.
+"""
+
+import json
+import sys
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import BaseRoute, Route
+
+from service.endpoints import (
+    compare,
+    exchanges,
+    health,
+    history,
+    results,
+    supplier_data,
+    suppliers,
+)
+from service.urls import API_PREFIX, OPENAPI_PATH, PREFIXES
+
+Handler = Callable[[Request], Response | Awaitable[Response]]
+OPERATIONS_FILE: Final = Path(__file__).with_name("operations.json")
+OPENAPI_FILE: Final = Path(__file__).with_name("openapi.json")
+SOURCE: Final[dict[str, Any]] = json.loads(OPERATIONS_FILE.read_text(encoding="utf-8"))
+PARAMETERS: Final[dict[str, dict[str, Any]]] = SOURCE["components"]["parameters"]
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """One endpoint. `path` is as documented after `/api/v1` (a listing's ends in `/`); it
+    answers under both version prefixes, with and without the slash, to GET and HEAD. A
+    `prefixed=False` path (the probes) answers at the root, as written."""
+
+    path: str
+    handler: Handler | None  # None: the OpenAPI document itself (`routes` serves the file)
+    operation: str  # its `operationId` in operations.json
+    parameters: tuple[str, ...] = ()  # the components it takes, in the documented order
+    prefixed: bool = True
+
+    @property
+    def documented(self) -> str:
+        return API_PREFIX + self.path if self.prefixed else self.path
+
+    @property
+    def query(self) -> tuple[str, ...]:
+        """The names of the query parameters it takes, in the documented order."""
+        declared = (PARAMETERS[component] for component in self.parameters)
+        return tuple(parameter["name"] for parameter in declared if parameter["in"] == "query")
+
+
+SUPPLIER = ("SupplierName",)
+WINDOW = ("StartDate", "EndDate")
+TERMS = ("FeeTypeTerm", "FeeCategoryTerm", "ActionTerm", "ParticipantTerm")
+DAY = ("AsOf", "MaxAgeDays")
+CONDITIONAL = ("IfNoneMatch",)
+VENUES = ("ExchangeNameFilter",)
+LINE = ("FeeCategoryFilter", "FeeActionFilter", "FeeParticipantFilter")
+CLASSIFICATION = (
+    "FeeSymbolClassificationFilter", "FeeSymbolTypeFilter", "FeeTradeTypeFilter",
+)  # fmt: skip
+PROVENANCE = ("SourceKindFilter", "DateBasisFilter", "UncertainFilter", "StandardFilter")
+PAGE = ("PageSize", "PageNumber")
+ORDER = ("OrderBy", "OrderDir")
+INCLUDED = ("IncludeSource", "IncludeFootnotes", "IncludeDefinitions")
+
+# The whole URL space of the API, top to bottom (the order routes are matched in).
+ENDPOINTS: Final = (
+    Endpoint("/suppliers/{supplier_name}/participants", suppliers.participants,
+             "listSupplierParticipants", (*SUPPLIER, *WINDOW, *CONDITIONAL)),
+    Endpoint("/suppliers/{supplier_name}/fee-categories", suppliers.fee_categories,
+             "listSupplierFeeCategories", (*SUPPLIER, *WINDOW, *CONDITIONAL)),
+    Endpoint("/suppliers/{supplier_name}/actions", suppliers.actions,
+             "listSupplierActions", (*SUPPLIER, *WINDOW, *CONDITIONAL)),
+    Endpoint("/suppliers/{supplier_name}/fee-types", suppliers.fee_types,
+             "listSupplierFeeTypes", (*SUPPLIER, *WINDOW, *CONDITIONAL)),
+    Endpoint("/suppliers/{supplier_name}/date-ranges", suppliers.date_ranges,
+             "listSupplierDateRanges", (*SUPPLIER, *CONDITIONAL)),
+    Endpoint("/suppliers/{supplier_name}/data", supplier_data.supplier_data, "getSupplierData",
+             (*SUPPLIER, *TERMS, *WINDOW, *DAY, "Offset", "Limit", *CONDITIONAL)),
+    Endpoint("/suppliers/{supplier_name}/data/count", supplier_data.supplier_data_count,
+             "countSupplierData", (*SUPPLIER, *TERMS, *WINDOW, *DAY, *CONDITIONAL)),
+    Endpoint("/exchanges/", exchanges.list_exchanges, "listExchanges", CONDITIONAL),
+    Endpoint("/exchanges/{exchange_name}", exchanges.exchange_detail, "getExchange",
+             ("ExchangeName", *DAY, *CONDITIONAL)),
+    Endpoint("/fee-schedule-results/", results.list_results, "listFeeScheduleResults",
+             (*VENUES, "FeeTypeFilter", *LINE, *CLASSIFICATION, *PROVENANCE, "ResultsStartDate",
+              "ResultsEndDate", "LatestOnly", *DAY, *ORDER, *PAGE, *INCLUDED, "Format",
+              *CONDITIONAL)),
+    # `filters` and `versions/...` before `{record_id}`, which would otherwise match them.
+    Endpoint("/fee-schedule-results/filters", results.filters, "getFeeScheduleFilters",
+             (*VENUES, *DAY, *CONDITIONAL)),
+    Endpoint("/fee-schedule-results/versions/{version_id}", results.results_by_version,
+             "getFeeScheduleResultsByVersion",
+             ("VersionIdPath", *PAGE, *ORDER, *INCLUDED, *CONDITIONAL)),
+    Endpoint("/fee-schedule-results/{record_id}", results.result_by_id, "getFeeScheduleResult",
+             ("RecordIdPath", *INCLUDED, *CONDITIONAL)),
+    Endpoint("/fee-lines/{line_id}", history.fee_line, "getFeeLine",
+             ("LineIdPath", *CONDITIONAL)),
+    Endpoint("/fee-changes/", history.fee_changes, "listFeeChanges",
+             (*VENUES, "FeeTypeFilter", *LINE, "StandardFilter", "ChangeStartDate",
+              "ChangeEndDate", "ChangeTypeFilter", "ChangeOrderDir", *PAGE, "Format",
+              *CONDITIONAL)),
+    Endpoint("/compare/", compare.compare, "compareVenues",
+             ("CompareFeeType", "CompareAsOf", "CompareMaxAgeDays", "CompareUnit", *VENUES, *LINE,
+              *CLASSIFICATION, *PROVENANCE, "Format", *CONDITIONAL)),
+    Endpoint(OPENAPI_PATH, None, "getOpenApiDocument"),
+    # The probes an orchestrator calls, at the root, without a key.
+    Endpoint("/healthz", health.healthz, "healthz", prefixed=False),
+    Endpoint("/readyz", health.readyz, "readyz", prefixed=False),
+)  # fmt: skip
+
+
+class DeclaredRoute(Route):
+    """A route that knows the query parameters its endpoint declares (`query`), for the
+    handler's parameter reading."""
+
+    def __init__(self, path: str, endpoint: Endpoint, handler: Handler) -> None:
+        super().__init__(path, handler, methods=["GET", "HEAD"])
+        self.query = endpoint.query
+
+
+def routes() -> list[BaseRoute]:
+    """Every declared endpoint's routes, in declaration order."""
+    openapi = OPENAPI_FILE.read_bytes()
+
+    async def serve_document(request: Request) -> Response:
+        """The OpenAPI 3.1 document (no key needed: it describes, it holds no data)."""
+        return Response(openapi, media_type="application/json")
+
+    made: list[BaseRoute] = []
+    for endpoint in ENDPOINTS:
+        handler = endpoint.handler or serve_document
+        bare = endpoint.path.rstrip("/")
+        paths = (
+            [prefix + bare + slash for prefix in PREFIXES for slash in ("", "/")]
+            if endpoint.prefixed
+            else [endpoint.path]
+        )
+        made += [DeclaredRoute(path, endpoint, handler) for path in paths]
+    return made
+
+
+def document() -> dict[str, Any]:
+    """The OpenAPI document: operations.json's parts, with the paths and each operation's
+    parameters from `ENDPOINTS`."""
+    paths: dict[str, Any] = {}
+    for endpoint in ENDPOINTS:
+        operation = SOURCE["operations"][endpoint.operation]
+        described = {"tags": operation["tags"], "operationId": endpoint.operation}
+        described |= {key: value for key, value in operation.items() if key != "responses"}
+        if endpoint.parameters:
+            references = [f"#/components/parameters/{name}" for name in endpoint.parameters]
+            described["parameters"] = [{"$ref": reference} for reference in references]
+        described["responses"] = operation["responses"]
+        paths[endpoint.documented] = {"get": described}
+    parts = {key: value for key, value in SOURCE.items() if key != "operations"}
+    return {**{key: parts[key] for key in ("openapi", "info", "servers", "tags")}, "paths": paths,
+            "components": parts["components"]}  # fmt: skip
+
+
+def rendered() -> str:
+    """The document as `service/openapi.json` holds it."""
+    return json.dumps(document(), indent=2, ensure_ascii=False) + "\n"
+
+
+if __name__ == "__main__":  # `make openapi`
+    OPENAPI_FILE.write_text(rendered(), encoding="utf-8")
+    print(f"wrote {OPENAPI_FILE}", file=sys.stderr)
