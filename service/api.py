@@ -14,7 +14,7 @@ Adding an endpoint: a handler, one `Endpoint` below, its operation (and any new 
 
 import json
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
@@ -135,7 +135,7 @@ class DeclaredRoute(Route):
         self.query = endpoint.query
 
 
-def routes() -> list[BaseRoute]:
+def routes(endpoints: Sequence[Endpoint] = ENDPOINTS) -> list[BaseRoute]:
     """Every declared endpoint's routes, in declaration order."""
     openapi = OPENAPI_FILE.read_bytes()
 
@@ -144,7 +144,7 @@ def routes() -> list[BaseRoute]:
         return Response(openapi, media_type="application/json")
 
     made: list[BaseRoute] = []
-    for endpoint in ENDPOINTS:
+    for endpoint in endpoints:
         handler = endpoint.handler or serve_document
         bare = endpoint.path.rstrip("/")
         paths = (
@@ -156,12 +156,14 @@ def routes() -> list[BaseRoute]:
     return made
 
 
-def document() -> dict[str, Any]:
-    """The OpenAPI document: operations.json's parts, with the paths and each operation's
-    parameters from `ENDPOINTS`."""
+def document(
+    endpoints: Sequence[Endpoint] = ENDPOINTS, source: dict[str, Any] = SOURCE
+) -> dict[str, Any]:
+    """The OpenAPI document: `source`'s parts (operations.json), with the paths and each
+    operation's parameters from `endpoints`."""
     paths: dict[str, Any] = {}
-    for endpoint in ENDPOINTS:
-        operation = SOURCE["operations"][endpoint.operation]
+    for endpoint in endpoints:
+        operation = source["operations"][endpoint.operation]
         described = {"tags": operation["tags"], "operationId": endpoint.operation}
         described |= {key: value for key, value in operation.items() if key != "responses"}
         if endpoint.parameters:
@@ -169,7 +171,7 @@ def document() -> dict[str, Any]:
             described["parameters"] = [{"$ref": reference} for reference in references]
         described["responses"] = operation["responses"]
         paths[endpoint.documented] = {"get": described}
-    parts = {key: value for key, value in SOURCE.items() if key != "operations"}
+    parts = {key: value for key, value in source.items() if key != "operations"}
     return {**{key: parts[key] for key in ("openapi", "info", "servers", "tags")}, "paths": paths,
             "components": parts["components"]}  # fmt: skip
 

@@ -3,7 +3,7 @@ the family's envelope, and how uvicorn runs it all."""
 
 import copy
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from functools import partial
 from typing import Any
@@ -31,10 +31,10 @@ from service.pages import docs, explore
 from service.settings import VERBOSE, Settings
 
 
-def routes() -> list[BaseRoute]:
+def routes(endpoints: Sequence[api.Endpoint] = api.ENDPOINTS) -> list[BaseRoute]:
     """The API's declared routes (`service.api`), then what lies outside the OpenAPI document."""
     return [
-        *api.routes(),
+        *api.routes(endpoints),
         Route("/metrics", metrics, methods=["GET", "HEAD"]),  # Prometheus's own text format
         *docs.routes(),  # the interactive reference at /docs, with its files
         *explore.routes(),  # the fee explorer at /explore, with its script and style
@@ -73,7 +73,10 @@ def server_options(settings: Settings) -> dict[str, Any]:
     }
 
 
-def create_app(settings: Settings | None = None) -> FrontDoor:
+def create_app(
+    settings: Settings | None = None, endpoints: Sequence[api.Endpoint] = api.ENDPOINTS
+) -> FrontDoor:
+    """The service, answering `endpoints` (the API's own unless a test declares more)."""
     settings = settings or Settings.from_environ()
     holder = DatasetHolder()
     watcher = VersionWatcher(holder, settings)
@@ -82,7 +85,7 @@ def create_app(settings: Settings | None = None) -> FrontDoor:
     access = AccessLog.open(settings.access_log) if settings.log_level in VERBOSE else None
 
     app = Starlette(
-        routes=routes(),
+        routes=routes(endpoints),
         lifespan=partial(lifespan, watcher, limiter, access),
         exception_handlers={
             ApiError: api_error,

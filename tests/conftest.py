@@ -6,7 +6,7 @@ import shutil
 import socket
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from datetime import date
 from pathlib import Path
@@ -20,6 +20,7 @@ from ingest import synth
 from ingest.pipeline import IngestResult, run_ingest
 from ingest.schema import RAW_COLUMNS
 from service.accounts import key_entry
+from service.api import ENDPOINTS, Endpoint
 from service.app import create_app, server_options
 from service.dataset.index import ResultsIndex
 from service.dataset.version import Dataset
@@ -131,9 +132,15 @@ def raw_dir(tmp_path: Path) -> Path:
 class LiveServer:
     """The real app under a real uvicorn server on a free loopback port, in a thread."""
 
-    def __init__(self, settings: Settings, *, log_level: str = "warning") -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        log_level: str = "warning",
+        endpoints: Sequence[Endpoint] = ENDPOINTS,
+    ) -> None:
         logged = replace(settings, log_level=log_level)  # "info" writes the access lines
-        self.app = create_app(logged)
+        self.app = create_app(logged, endpoints)
         self._socket = socket.socket()
         self._socket.bind(("127.0.0.1", 0))
         self.url = f"http://127.0.0.1:{self._socket.getsockname()[1]}"
