@@ -27,7 +27,7 @@ from ingest.schema import SCHEMA_VERSION
 from service.accounts import Account
 from service.dataset import queries
 from service.dataset.changes import ChangeFilter, ChangeList
-from service.dataset.classes import ClassIndex
+from service.dataset.classes import ClassIndex, Spread
 from service.dataset.engine import Engine
 from service.dataset.index import EPOCH, Array, Holding, ResultsIndex
 from service.dataset.lines import LineIndex
@@ -142,6 +142,84 @@ class Dataset:
                 yield sql, *_at(np.empty(0, dtype=np.int64), included)
 
         return self.db.stream(steps(), size)
+
+    # ---- the questions the handlers ask (they never reach past these into the parts)
+
+    def results_page(
+        self, selection: queries.Selection, order: tuple[str, str], offset: int, size: int,
+        included: queries.Included,
+    ) -> tuple[int, list[dict[str, Any]]]:
+        """How many records match, and one page of them in the order asked (`order`: column,
+        direction): the index finds the page from its counts per sort value, rather than by
+        ordering every match, so a deep page costs about what the first one does."""
+        total, positions = self.index.page(selection, *order, offset, size)
+        return total, self.rows_at(*queries.results_at(positions, included))
+
+    def results_batches(
+        self, selection: queries.Selection, order: tuple[str, str], shape: str,
+        included: queries.Included, size: int,
+    ) -> Iterator[pa.RecordBatch]:
+        """Every match in the order asked, as Arrow batches of `size` shaped for a download;
+        the index orders positions a chunk at a time, so memory stays flat."""
+        chunks = self.index.ordered(selection, *order, size)
+        return self.batches_at(chunks, shape=shape, included=included, size=size)
+
+    def supplier_page(
+        self, selection: queries.Selection, offset: int, limit: int, as_of: date | None
+    ) -> tuple[int, list[dict[str, Any]]]:
+        """How many records match, and those from `offset` in effective-start order (then by
+        id), as the supplier family shows them."""
+        total, positions = self.index.page(selection, "effective_start", "asc", offset, limit)
+        return total, self.rows_at(*queries.supplier_records_at(positions, as_of))
+
+    def count(self, selection: queries.Selection) -> int:
+        return self.index.count(selection)
+
+    def record(self, record_id: str, included: queries.Included) -> dict[str, Any] | None:
+        """One record by id, from the Parquet files (a lookup is what SQL is for)."""
+        selection = self.scoped(queries.Selection(record_id=record_id))
+        sql, parameters = queries.page_of_results(selection, limit=1, offset=0, included=included)
+        found = self.db.rows(sql, parameters)
+        return found[0] if found else None
+
+    def line_records(self, line_id: str) -> list[dict[str, Any]] | None:
+        """A fee line's records, oldest first, as the record summary holds them; None when
+        there is no such line."""
+        positions = self.lines.positions(line_id)
+        if positions is None:
+            return None
+        records: list[dict[str, Any]] = self.summary.table(np.asarray(positions)).to_pylist()
+        return records
+
+    def records_at(self, parts: list[Array]) -> list[pa.Table]:
+        """The summary of the records at each array of positions (`-1`: a row of nulls)."""
+        return self.summary.tables(parts)
+
+    def spreads(self, selection: queries.Selection, unit: str) -> dict[str, Spread]:
+        """Per venue, its lowest and highest record in `unit` in force on the selection's day
+        (`service.dataset.classes`)."""
+        return self.classes.spreads(selection, unit)
+
+    def changes_page(
+        self, chosen: ChangeFilter | None, descending: bool, offset: int, size: int
+    ) -> tuple[int, Array]:
+        """How many changes match, and the change list's entries of one page of them."""
+        if chosen is None:
+            return 0, np.empty(0, np.int64)
+        total, entries = self.changes.page(chosen, descending, offset, size)
+        return total, np.asarray(entries, np.int64)
+
+    def changes_ordered(
+        self, chosen: ChangeFilter | None, descending: bool, size: int
+    ) -> Iterable[Array]:
+        """Every matching change's entries, a chunk of `size` at a time."""
+        return [] if chosen is None else self.changes.ordered(chosen, descending, size)
+
+    def change_sides(self, entries: Array) -> tuple[dict[str, Array], list[pa.Table]]:
+        """The changes at `entries`: their columns (type, day, the records before and after)
+        and the summary of the records before and after each."""
+        found = self.changes.columns(entries)
+        return found, self.summary.tables([found["before"], found["after"]])
 
     def in_force(self, codes: list[str], day: date, max_age_days: int | None = None) -> Holding:
         """What the venues' records in force on `day` hold (those confirmed at most

@@ -84,7 +84,7 @@ def compare(request: Request) -> Response:
     selection = queries.Selection(
         venues=venues, values=values, in_force_on=as_of, max_age_days=max_age
     )
-    spreads = dataset.classes.spreads(selection, unit)
+    spreads = dataset.spreads(selection, unit)
     table = _table(dataset, sorted(set(venues)), spreads, as_of)
     kind = export.wanted_format(kind or None, request.headers.get("accept", ""))
     if kind != "json":
@@ -118,7 +118,7 @@ def _table(
     ]
     extremes = {
         side: records.append_column("presumed", pc.less(records["confirmed_through"], day))
-        for side, records in zip(EXTREMES, dataset.summary.tables(parts), strict=True)
+        for side, records in zip(EXTREMES, dataset.records_at(parts), strict=True)
     }
     lowest = extremes["lowest"].column("amount").to_pylist()
     order = sorted(range(len(compared)), key=lambda at: (lowest[at], compared[at]))

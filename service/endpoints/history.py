@@ -79,10 +79,9 @@ def fee_line(request: Request) -> Response:
     account = call.account  # first: a request without a valid key is a 401 before its parameters
     Query(request).check()
     dataset = call.dataset
-    positions = dataset.lines.positions(request.path_params["line_id"])
-    if positions is None:
+    found = dataset.line_records(request.path_params["line_id"])
+    if found is None:
         raise NotFound("Fee line not found.")
-    found = dataset.summary.table(np.asarray(positions)).to_pylist()
     line = {name: found[0][column] for name, column in LINE_FIELDS.items()}
     if not account.may_see(line["exchange_name"]):
         raise Forbidden(HIDDEN_DATA)
@@ -113,17 +112,11 @@ def fee_changes(request: Request) -> Response:
     chosen = dataset.change_filter(selection, types, first, last)
     kind = export.wanted_format(kind or None, request.headers.get("accept", ""))
     if kind != "json":
-        chunks = (
-            [] if chosen is None else dataset.changes.ordered(chosen, descending, export.BATCH_ROWS)
-        )
+        chunks = dataset.changes_ordered(chosen, descending, export.BATCH_ROWS)
         name = f"fee-changes-{dataset.version_id}"
         return export.download(_change_batches(dataset, chunks), kind, name)
-    total, entries = (
-        (0, []) if chosen is None else dataset.changes.page(chosen, descending, size * number, size)
-    )
-    items = [
-        _change(row) for row in _change_table(dataset, np.asarray(entries, np.int64)).to_pylist()
-    ]
+    total, entries = dataset.changes_page(chosen, descending, size * number, size)
+    items = [_change(row) for row in _change_table(dataset, entries).to_pylist()]
     return answer(call, items, page_meta(total, size, number))
 
 
@@ -131,8 +124,8 @@ def _change_table(dataset: Dataset, entries: Array) -> pa.Table:
     """The changes at `entries` of the change list, flat: the line's identity, the change's
     type and day, then each field of the record before and after it (`before_<field>`,
     `after_<field>`; nulls where there is none), as a download carries them."""
-    found = dataset.changes.columns(entries)
-    sides = dict(zip(SIDES, dataset.summary.tables([found[side] for side in SIDES]), strict=True))
+    found, records = dataset.change_sides(entries)
+    sides = dict(zip(SIDES, records, strict=True))
     # A line's identity is the same on both sides; a side with no record is a row of nulls.
     columns: dict[str, Any] = {
         name: pc.coalesce(sides["after"][column], sides["before"][column])

@@ -71,15 +71,12 @@ def result_by_id(request: Request) -> Response:
     query = Query(request)
     included = _included(query)
     query.check()
-    dataset = call.dataset
-    selection = dataset.scoped(queries.Selection(record_id=request.path_params["record_id"]))
-    sql, parameters = queries.page_of_results(selection, limit=1, offset=0, included=included)
-    found = dataset.db.rows(sql, parameters)
-    if not found:
+    record = call.dataset.record(request.path_params["record_id"], included)
+    if record is None:
         raise NotFound("Fee schedule result not found.")
-    if not account.may_see(found[0]["exchange_name"]):
+    if not account.may_see(record["exchange_name"]):
         raise Forbidden(HIDDEN_DATA)
-    return answer(call, found[0], {"record_count": 1})
+    return answer(call, record, {"record_count": 1})
 
 
 def results_by_version(request: Request) -> Response:
@@ -145,24 +142,19 @@ class _Page:
 def _page_response(
     call: Call, dataset: Dataset, selection: queries.Selection, page: _Page
 ) -> Response:
-    """One page, found by the index from the counts per sort value rather than by ordering
-    every match, so a deep page costs about what the first one does."""
+    """One page of the matches, and how many there are."""
+    order = (page.order_by, page.order_dir)
     offset = page.size * page.number
-    total, positions = dataset.index.page(
-        selection, page.order_by, page.order_dir, offset, page.size
-    )
-    items = dataset.rows_at(*queries.results_at(positions, page.included))
+    total, items = dataset.results_page(selection, order, offset, page.size, page.included)
     return answer(call, items, page_meta(total, page.size, page.number))
 
 
 def _every_match(
     dataset: Dataset, selection: queries.Selection, page: _Page, kind: str
 ) -> Iterator[pa.RecordBatch]:
-    """Every match in the page order, as Arrow batches shaped for the download `kind`. The
-    index orders positions a chunk at a time, so memory stays flat."""
-    size = export.BATCH_ROWS
-    chunks = dataset.index.ordered(selection, page.order_by, page.order_dir, size)
-    return dataset.batches_at(chunks, shape=kind, included=page.included, size=size)
+    """Every match in the page order, as Arrow batches shaped for the download `kind`."""
+    order = (page.order_by, page.order_dir)
+    return dataset.results_batches(selection, order, kind, page.included, export.BATCH_ROWS)
 
 
 def _as_of(query: Query) -> date | None:

@@ -43,11 +43,7 @@ def supplier_data(request: Request) -> JSON:
     code = visible_venue(
         dataset, account, request.path_params["supplier_name"], NotFound("supplier not found")
     )
-    # The results list's index and order (effective start, then id), a page at a time.
-    total, positions = dataset.index.page(
-        selection.of(code), "effective_start", "asc", offset, limit
-    )
-    rows = dataset.rows_at(*queries.supplier_records_at(positions, selection.as_of))
+    total, rows = dataset.supplier_page(selection.of(code), offset, limit, selection.as_of)
     records = [_displayed(row) for row in rows]
     data = selection.echo(code) | _page(records, total, offset, limit)
     return success(data)
@@ -84,7 +80,7 @@ def supplier_data_count(request: Request) -> JSON:
     code = visible_venue(
         dataset, account, request.path_params["supplier_name"], NotFound("supplier not found")
     )
-    total = dataset.index.count(selection.of(code))
+    total = dataset.count(selection.of(code))
     data = selection.echo(code) | {
         "total_count": total,
         "pagination_info": {
