@@ -4,7 +4,8 @@ from datetime import date
 
 import pytest
 
-from service.dataset.queries import SELECTED_FEES, Selection, count_matching
+from service.dataset.queries import SELECTED_FEES, Selection
+from tests.reference_sql import count_matching
 
 FILES = ("/v/fees/exchange=nasdaq/data_0.parquet",)  # what `Dataset.scoped` fills in
 

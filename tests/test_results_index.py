@@ -17,6 +17,7 @@ from ingest.schema import CLOSED_VALUES
 from service.dataset import queries
 from service.dataset.index import ResultsIndex
 from service.dataset.version import Dataset
+from tests import reference_sql
 from tests.conftest import Indexed
 
 REPO = Path(__file__).resolve().parent.parent
@@ -67,8 +68,8 @@ def sql_page(
     offset: int, size: int,
 ) -> tuple[int, list[str]]:  # fmt: skip
     selection = dataset.scoped(selection)
-    [(count,)] = dataset.db.query(*queries.count_matching(selection))
-    sql, parameters = queries.page_of_results(
+    [(count,)] = dataset.db.query(*reference_sql.count_matching(selection))
+    sql, parameters = reference_sql.page_of_results(
         selection, order_by=order_by, order_dir=order_dir, limit=size, offset=offset,
         included=queries.Included(),
     )  # fmt: skip

@@ -128,11 +128,6 @@ class Selection:
         return self.in_force_on - timedelta(days=self.max_age_days)
 
 
-def count_matching(selection: Selection) -> tuple[str, dict[str, Any]]:
-    where, parameters = selection.where()
-    return f"SELECT count(*)\n{where}", parameters
-
-
 # A record's footnotes and definitions, in the compatible service's shape. The dataset holds
 # none yet (the raw format has no column for them: `docs/raw-format.md`), so both lists are
 # empty when asked for; the type is spelled out so a Parquet export has it even then.
@@ -319,35 +314,16 @@ def rows_in_order(shape: str) -> str:
     return ROWS_IN_ORDER.format(projection=result_item(shape))
 
 
-PAGE: Final = """
+# One record by id: ids are unique in a version (exact duplicates are collapsed at ingest).
+ONE: Final = """
 SELECT {projection}
 {where}
-ORDER BY {order}
-LIMIT $limit
-OFFSET $offset
+LIMIT 1
 """
 
 
-def page_of(
-    selection: Selection, projection: str, order: str, *, limit: int, offset: int
-) -> tuple[str, dict[str, Any]]:
-    """A page of the selection in an order the caller chose from an allow-list."""
+def one_result(selection: Selection, included: Included) -> tuple[str, dict[str, Any]]:
+    """The one record a selection by `record_id` finds, as the results list shows it."""
     where, parameters = selection.where()
-    sql = PAGE.format(projection=projection, where=where, order=order)
-    return sql, {**parameters, "limit": limit, "offset": offset}
-
-
-def page_of_results(
-    selection: Selection,
-    *,
-    order_by: str = "effective_start",
-    order_dir: str = "desc",
-    limit: int,
-    offset: int,
-    included: Included,
-) -> tuple[str, dict[str, Any]]:
-    """Results in an allow-listed order, with `record_id` breaking ties so pages are stable."""
-    direction = {"asc": "ASC", "desc": "DESC"}[order_dir]
-    order = f"{ORDER_COLUMNS[order_by]} {direction} NULLS LAST, record_id ASC"
-    sql, parameters = page_of(selection, result_item("json"), order, limit=limit, offset=offset)
+    sql = ONE.format(projection=result_item("json"), where=where)
     return sql, {**parameters, **included.parameters()}

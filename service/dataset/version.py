@@ -178,7 +178,7 @@ class Dataset:
     def record(self, record_id: str, included: queries.Included) -> dict[str, Any] | None:
         """One record by id, from the Parquet files (a lookup is what SQL is for)."""
         selection = self.scoped(queries.Selection(record_id=record_id))
-        sql, parameters = queries.page_of_results(selection, limit=1, offset=0, included=included)
+        sql, parameters = queries.one_result(selection, included)
         found = self.db.rows(sql, parameters)
         return found[0] if found else None
 
