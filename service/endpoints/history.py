@@ -101,8 +101,7 @@ def fee_changes(request: Request) -> Response:
     first, last = query.window()
     types = query.choices("change_type", CHANGE_TYPES)
     descending = query.choice("order_dir", queries.ORDER_DIRECTIONS, "asc") == "desc"
-    size = query.integer("page_size", default=20, low=1, high=100)
-    number = query.integer("page_number", default=0, low=0)
+    size, number = query.page()
     kind = query.choice("format", export.FORMATS)
     query.check()
     refuse_hidden(named, account)

@@ -66,6 +66,9 @@ def echo_window(start: date | None, end: date | None) -> dict[str, str | None] |
     }
 
 
+# A listing's page: `page_size` records by default, at most `MAX_PAGE_SIZE`.
+PAGE_SIZE = 20
+MAX_PAGE_SIZE = 100
 # The most days `max_age_days` takes: a century, more than any dataset spans.
 MAX_AGE_DAYS = 36_500
 
@@ -163,6 +166,11 @@ class Query:
         if day is None:
             self.fail("max_age_days", "needs as_of: an age is counted back from the answer's day")
         return days
+
+    def page(self) -> tuple[int, int]:
+        """`page_size` (1-100, default 20) and `page_number` (from 0): a page of a listing."""
+        size = self.integer("page_size", default=PAGE_SIZE, low=1, high=MAX_PAGE_SIZE)
+        return size, self.integer("page_number", default=0, low=0)
 
     def window(self) -> tuple[date | None, date | None]:
         start, end = self.day("start_date"), self.day("end_date")

@@ -132,8 +132,7 @@ async def filters(request: Request) -> Response:
 
 class _Page:
     def __init__(self, query: Query, day: date | None = None) -> None:
-        self.size = query.integer("page_size", default=20, low=1, high=100)
-        self.number = query.integer("page_number", default=0, low=0)
+        self.size, self.number = query.page()
         self.order_by = query.choice("order_by", tuple(queries.ORDER_COLUMNS), "effective_start")
         self.order_dir = query.choice("order_dir", queries.ORDER_DIRECTIONS, "desc")
         self.included = _included(query, day)
