@@ -524,6 +524,47 @@
     };
   }
 
+  // Whether a line's label, action, participant, category and unit have, for each typed word,
+  // a word beginning with it.
+  function hasEveryWord(line, terms) {
+    const text = [
+      line.fee_charge_type,
+      line.fee_action,
+      line.fee_participant,
+      line.fee_category,
+      line.unit,
+    ]
+      .map(words)
+      .join(" ");
+    const said = wordsOf(text);
+    return terms.every((term) => said.some((word) => word.startsWith(term)));
+  }
+
+  // A column's header: a button that sorts by it, and again the other way.
+  function sortHeader(column, state, update) {
+    const sorted = state.sort === column.key;
+    return el(
+      "th",
+      {
+        scope: "col",
+        "aria-sort": sorted ? (state.dir === "asc" ? "ascending" : "descending") : "none",
+      },
+      el(
+        "button",
+        {
+          type: "button",
+          onclick: function () {
+            state.dir = sorted && state.dir === "asc" ? "desc" : "asc";
+            state.sort = column.key;
+            update();
+          },
+        },
+        column.title,
+        sorted ? (state.dir === "asc" ? " ▲" : " ▼") : "",
+      ),
+    );
+  }
+
   function linesTable(lines, params) {
     const state = {
       q: params.get("q") || "",
@@ -564,45 +605,9 @@
       );
       const visible = lines
         .filter((line) => !state.category || line.fee_category === state.category)
-        .filter(function (line) {
-          const text = [
-            line.fee_charge_type,
-            line.fee_action,
-            line.fee_participant,
-            line.fee_category,
-            line.unit,
-          ]
-            .map(words)
-            .join(" ");
-          const said = wordsOf(text);
-          return terms.every((term) => said.some((word) => word.startsWith(term)));
-        })
+        .filter((line) => hasEveryWord(line, terms))
         .sort(sorter);
-      head.replaceChildren(
-        ...LINE_COLUMNS.map(function (column) {
-          const sorted = state.sort === column.key;
-          return el(
-            "th",
-            {
-              scope: "col",
-              "aria-sort": sorted ? (state.dir === "asc" ? "ascending" : "descending") : "none",
-            },
-            el(
-              "button",
-              {
-                type: "button",
-                onclick: function () {
-                  state.dir = sorted && state.dir === "asc" ? "desc" : "asc";
-                  state.sort = column.key;
-                  update();
-                },
-              },
-              column.title,
-              sorted ? (state.dir === "asc" ? " ▲" : " ▼") : "",
-            ),
-          );
-        }),
-      );
+      head.replaceChildren(...LINE_COLUMNS.map((column) => sortHeader(column, state, update)));
       body.replaceChildren(
         ...visible.map((line) =>
           el(
@@ -682,35 +687,57 @@
         : null;
     if (!drawn.length)
       return el("p", { class: "empty" }, "No record of this line has a figure to draw.");
-    const width = chartWidth(),
-      height = 260,
-      left = 90,
-      right = 16,
-      top = 16,
-      bottom = 28;
-    const time = (date) => Date.parse(date + "T00:00:00Z");
-    const starts = drawn.map((r) => time(r.effective_start));
-    const ends = drawn.map((r) => (r.effective_end ? time(r.effective_end) + DAY_MS : null));
-    const first = Math.min(...starts);
-    const latest = Math.max(time(TODAY), ...starts, ...ends.filter((end) => end !== null));
-    const last = latest + Math.max((latest - first) * 0.05, 30 * DAY_MS);
-    const amounts = drawn.map((r) => Number(r.amount));
-    const low = Math.min(0, ...amounts),
-      high = Math.max(0, ...amounts);
-    const span = high - low || 1;
-    const x = (t) => left + ((width - left - right) * (t - first)) / (last - first);
-    const y = (amount) => top + ((height - top - bottom) * (high - amount)) / span;
-    const unit = drawn[0].unit;
+    const scale = historyScale(drawn);
+    const chart = historyAxes(scale, drawn[0].unit, drawn.length);
+    let previous = null;
+    drawn.forEach(function (record, index) {
+      chart.append(historyStep(scale, record, index, previous));
+      previous = { amount: record.amount, unit: record.unit, end: scale.ends[index] };
+    });
+    const legend = el(
+      "p",
+      { class: "legend-line" },
+      "Each step is a record's period; a dot marks a new figure; dashed steps are announced, not yet in force; a faded step is presumed, after the last day a source shows the figure; hover or focus a step for its source.",
+    );
+    return el("figure", {}, chart, el("figcaption", {}, legend, note));
+  }
+
+  // Where the history chart puts each day and amount: from the first record's start to a
+  // little after today or the last known end, and from the lowest amount (or 0) to the highest.
+  function historyScale(drawn) {
+    const scale = { width: chartWidth(), height: 260, left: 90, right: 16, top: 16, bottom: 28 };
+    scale.time = (date) => Date.parse(date + "T00:00:00Z");
+    scale.starts = drawn.map((r) => scale.time(r.effective_start));
+    scale.ends = drawn.map((r) => (r.effective_end ? scale.time(r.effective_end) + DAY_MS : null));
+    scale.first = Math.min(...scale.starts);
+    const known = scale.ends.filter((end) => end !== null);
+    const latest = Math.max(scale.time(TODAY), ...scale.starts, ...known);
+    scale.last = latest + Math.max((latest - scale.first) * 0.05, 30 * DAY_MS);
+    scale.amounts = drawn.map((r) => Number(r.amount));
+    scale.low = Math.min(0, ...scale.amounts);
+    scale.high = Math.max(0, ...scale.amounts);
+    const span = scale.high - scale.low || 1;
+    const wide = scale.width - scale.left - scale.right;
+    scale.x = (t) => scale.left + (wide * (t - scale.first)) / (scale.last - scale.first);
+    scale.y = (amount) =>
+      scale.top + ((scale.height - scale.top - scale.bottom) * (scale.high - amount)) / span;
+    return scale;
+  }
+
+  // The chart's frame: the zero line, the amount ticks, today, and a rule at each 1 January.
+  function historyAxes(scale, unit, periods) {
+    const { width, height, left, right, top, bottom, x, y, time } = scale;
+    const today = x(time(TODAY));
     const chart = draw(
       "svg",
       {
         class: "chart history",
         viewBox: `0 0 ${width} ${height}`,
         role: "img",
-        "aria-label": `The line's amount over time: ${drawn.length} periods`,
+        "aria-label": `The line's amount over time: ${periods} periods`,
       },
       draw("line", { class: "axis zero", x1: left, x2: width - right, y1: y(0), y2: y(0) }),
-      [high, low]
+      [scale.high, scale.low]
         .filter((v) => v !== 0)
         .concat([0])
         .map((v) =>
@@ -720,88 +747,70 @@
             signed(v, unit),
           ),
         ),
-      draw("line", {
-        class: "today",
-        x1: x(time(TODAY)),
-        x2: x(time(TODAY)),
-        y1: top,
-        y2: height - bottom,
-      }),
-      draw(
-        "text",
-        { class: "tick", x: x(time(TODAY)), y: top - 4, "text-anchor": "middle" },
-        "today",
-      ),
+      draw("line", { class: "today", x1: today, x2: today, y1: top, y2: height - bottom }),
+      draw("text", { class: "tick", x: today, y: top - 4, "text-anchor": "middle" }, "today"),
     );
-    // A light rule and the year at each 1 January in view.
-    for (let year = new Date(first).getUTCFullYear() + 1; Date.UTC(year, 0, 1) < last; year++) {
+    const firstYear = new Date(scale.first).getUTCFullYear() + 1;
+    for (let year = firstYear; Date.UTC(year, 0, 1) < scale.last; year++) {
       const at = x(Date.UTC(year, 0, 1));
       chart.append(
         draw("line", { class: "grid", x1: at, x2: at, y1: top, y2: height - bottom }),
         draw("text", { class: "tick", x: at, y: height - 8, "text-anchor": "middle" }, year),
       );
     }
-    let previous = null;
-    drawn.forEach(function (record, index) {
-      const future = record.effective_start > TODAY;
-      const end = ends[index] === null ? last : ends[index];
-      // After the last day a source shows the figure, the step is presumed: drawn faded.
-      const confirmed = Math.min(time(record.confirmed_through) + DAY_MS, end);
-      const changed =
-        previous === null || previous.amount !== record.amount || previous.unit !== record.unit;
-      const shown = confirmation(record);
-      const text =
-        `${period(record)}: ${record.fee_amount} (${money(record.amount, record.unit)})` +
-        `${future ? ", announced" : ""}${shown ? ", " + shown : ""}; ${provenance(record)}; ` +
-        (record.source_document || "no source named");
-      const level = (from, to, name) =>
-        draw("line", {
-          class: name,
-          x1: x(from),
-          x2: x(to),
-          y1: y(amounts[index]),
-          y2: y(amounts[index]),
-        });
-      const group = draw(
-        "g",
-        {
-          class: "step" + (future ? " future" : ""),
-          tabindex: 0,
-          "data-record-id": record.record_id,
-          "aria-label": text,
-        },
-        draw("title", {}, text),
-        level(starts[index], confirmed, "level"),
-        confirmed < end ? level(confirmed, end, "level presumed") : null,
-      );
-      if (
-        previous !== null &&
-        previous.end === starts[index] &&
-        previous.amount !== record.amount
-      ) {
-        group.append(
-          draw("line", {
-            class: "riser",
-            x1: x(starts[index]),
-            x2: x(starts[index]),
-            y1: y(Number(previous.amount)),
-            y2: y(amounts[index]),
-          }),
-        );
-      }
-      if (changed)
-        group.append(
-          draw("circle", { class: "marker", cx: x(starts[index]), cy: y(amounts[index]), r: 5 }),
-        );
-      chart.append(group);
-      previous = { amount: record.amount, unit: record.unit, end: ends[index] };
-    });
-    const legend = el(
-      "p",
-      { class: "legend-line" },
-      "Each step is a record's period; a dot marks a new figure; dashed steps are announced, not yet in force; a faded step is presumed, after the last day a source shows the figure; hover or focus a step for its source.",
+    return chart;
+  }
+
+  // One record's step: its level (faded after the last day a source shows its figure), a
+  // riser from the record before when they touch, and a dot when its figure is new.
+  function historyStep(scale, record, index, previous) {
+    const { x, y, starts, ends, amounts } = scale;
+    const future = record.effective_start > TODAY;
+    const end = ends[index] === null ? scale.last : ends[index];
+    const confirmed = Math.min(scale.time(record.confirmed_through) + DAY_MS, end);
+    const changed =
+      previous === null || previous.amount !== record.amount || previous.unit !== record.unit;
+    const shown = confirmation(record);
+    const text =
+      `${period(record)}: ${record.fee_amount} (${money(record.amount, record.unit)})` +
+      `${future ? ", announced" : ""}${shown ? ", " + shown : ""}; ${provenance(record)}; ` +
+      (record.source_document || "no source named");
+    const level = (from, to, name) =>
+      draw("line", {
+        class: name,
+        x1: x(from),
+        x2: x(to),
+        y1: y(amounts[index]),
+        y2: y(amounts[index]),
+      });
+    const group = draw(
+      "g",
+      {
+        class: "step" + (future ? " future" : ""),
+        tabindex: 0,
+        "data-record-id": record.record_id,
+        "aria-label": text,
+      },
+      draw("title", {}, text),
+      level(starts[index], confirmed, "level"),
+      confirmed < end ? level(confirmed, end, "level presumed") : null,
     );
-    return el("figure", {}, chart, el("figcaption", {}, legend, note));
+    if (previous !== null && previous.end === starts[index] && previous.amount !== record.amount) {
+      group.append(
+        draw("line", {
+          class: "riser",
+          x1: x(starts[index]),
+          x2: x(starts[index]),
+          y1: y(Number(previous.amount)),
+          y2: y(amounts[index]),
+        }),
+      );
+    }
+    if (changed)
+      group.append(
+        draw("circle", { class: "marker", cx: x(starts[index]), cy: y(amounts[index]), r: 5 }),
+      );
+    return group;
   }
 
   const RECORD_FIELDS = [
@@ -1053,73 +1062,11 @@
         ),
       );
     } else {
-      // On a narrow screen, venues go by their codes, so the bars keep room.
-      const width = chartWidth(),
-        narrow = width < 600,
-        row = 30,
-        left = narrow ? 130 : 250,
-        right = narrow ? 100 : 150,
-        top = 8;
-      const name = (item) => (narrow ? item.exchange_name : item.display_name);
-      const amounts = ranked.map((item) => Number(item.lowest.amount));
-      const low = Math.min(0, ...amounts),
-        high = Math.max(0, ...amounts);
-      const span = high - low || 1;
-      const x = (amount) => left + ((width - left - right) * (amount - low)) / span;
-      const height = top * 2 + row * ranked.length;
-      const chart = draw(
-        "svg",
-        {
-          class: "chart ranking",
-          viewBox: `0 0 ${width} ${height}`,
-          role: "img",
-          "aria-label": `${ranked.length} venues ranked by their best ${UNITS[unit] || words(unit)} amount, best for the member first`,
-        },
-        draw("line", { class: "axis zero", x1: x(0), x2: x(0), y1: 0, y2: height }),
-      );
-      ranked.forEach(function (item, index) {
-        const amount = amounts[index];
-        const yTop = top + index * row;
-        const best = item.lowest;
-        const presumed = best.presumed ? `, presumed (last confirmed ${best.confirmed_through})` : "";
-        const text =
-          `${index + 1}. ${item.display_name}: ${best.fee_amount} (${money(best.amount, best.unit)}), ` +
-          `"${best.label}", ${period(best)}${presumed}, ${provenance(best)}; ${item.lines} lines compared; ` +
-          (best.source_document || "");
-        const bar = draw(
-          "a",
-          {
-            href: "?" + new URLSearchParams({ view: "line", line: best.line_id }),
-            class: "bar" + (amount < 0 ? " rebate" : " fee"),
-            "data-exchange": item.exchange_name,
-            "data-amount": best.amount,
-            "aria-label": text,
-          },
-          draw("title", {}, text),
-          draw("rect", {
-            x: Math.min(x(0), x(amount)),
-            width: Math.max(Math.abs(x(amount) - x(0)), 1),
-            y: yTop + 4,
-            height: row - 8,
-          }),
-          draw(
-            "text",
-            { class: "name", x: left - 8, y: yTop + row / 2 + 4, "text-anchor": "end" },
-            `${index + 1}. ${name(item)}`,
-          ),
-          draw(
-            "text",
-            { class: "value", x: width - right + 8, y: yTop + row / 2 + 4 },
-            narrow ? signed(best.amount, best.unit) : priced(best.amount, best.unit),
-          ),
-        );
-        chart.append(bar);
-      });
       parts.push(
         el(
           "figure",
           {},
-          chart,
+          rankingChart(ranked, unit),
           el(
             "figcaption",
             {},
@@ -1131,28 +1078,100 @@
         bestLines(ranked),
       );
     }
-    if (apart.length) {
-      parts.push(
-        el("h3", {}, "Nothing to compare"),
-        el(
-          "ul",
-          { class: "apart", id: "apart" },
-          apart.map((item) =>
-            el(
-              "li",
-              { "data-exchange": item.exchange_name },
-              item.display_name,
-              item.lines_in_other_units
-                ? ` (${item.lines_in_other_units} matching lines in another unit or with no figure)`
-                : item.left_out_stale
-                  ? ` (${item.left_out_stale} matching lines, none confirmed within ${answer.meta.max_age_days} days)`
-                  : " (no matching line in force)",
-            ),
+    if (apart.length) parts.push(...apartList(apart, answer.meta.max_age_days));
+    return parts;
+  }
+
+  // The ranked venues' bars on one signed axis. On a narrow screen, venues go by their codes,
+  // so the bars keep room.
+  function rankingChart(ranked, unit) {
+    const width = chartWidth(),
+      narrow = width < 600,
+      row = 30,
+      left = narrow ? 130 : 250,
+      right = narrow ? 100 : 150,
+      top = 8;
+    const amounts = ranked.map((item) => Number(item.lowest.amount));
+    const low = Math.min(0, ...amounts),
+      high = Math.max(0, ...amounts);
+    const span = high - low || 1;
+    const x = (amount) => left + ((width - left - right) * (amount - low)) / span;
+    const height = top * 2 + row * ranked.length;
+    const chart = draw(
+      "svg",
+      {
+        class: "chart ranking",
+        viewBox: `0 0 ${width} ${height}`,
+        role: "img",
+        "aria-label": `${ranked.length} venues ranked by their best ${UNITS[unit] || words(unit)} amount, best for the member first`,
+      },
+      draw("line", { class: "axis zero", x1: x(0), x2: x(0), y1: 0, y2: height }),
+    );
+    const layout = { width, narrow, row, left, right, top, x };
+    ranked.forEach((item, index) => chart.append(rankingBar(layout, item, index, amounts[index])));
+    return chart;
+  }
+
+  // One venue's bar: a link to its best line's history, named and valued, with its source.
+  function rankingBar(layout, item, index, amount) {
+    const { width, narrow, row, left, right, top, x } = layout;
+    const yTop = top + index * row;
+    const best = item.lowest;
+    const presumed = best.presumed ? `, presumed (last confirmed ${best.confirmed_through})` : "";
+    const text =
+      `${index + 1}. ${item.display_name}: ${best.fee_amount} (${money(best.amount, best.unit)}), ` +
+      `"${best.label}", ${period(best)}${presumed}, ${provenance(best)}; ${item.lines} lines compared; ` +
+      (best.source_document || "");
+    return draw(
+      "a",
+      {
+        href: "?" + new URLSearchParams({ view: "line", line: best.line_id }),
+        class: "bar" + (amount < 0 ? " rebate" : " fee"),
+        "data-exchange": item.exchange_name,
+        "data-amount": best.amount,
+        "aria-label": text,
+      },
+      draw("title", {}, text),
+      draw("rect", {
+        x: Math.min(x(0), x(amount)),
+        width: Math.max(Math.abs(x(amount) - x(0)), 1),
+        y: yTop + 4,
+        height: row - 8,
+      }),
+      draw(
+        "text",
+        { class: "name", x: left - 8, y: yTop + row / 2 + 4, "text-anchor": "end" },
+        `${index + 1}. ${narrow ? item.exchange_name : item.display_name}`,
+      ),
+      draw(
+        "text",
+        { class: "value", x: width - right + 8, y: yTop + row / 2 + 4 },
+        narrow ? signed(best.amount, best.unit) : priced(best.amount, best.unit),
+      ),
+    );
+  }
+
+  // The venues with nothing compared, and why.
+  function apartList(apart, maxAgeDays) {
+    return [
+      el("h3", {}, "Nothing to compare"),
+      el(
+        "ul",
+        { class: "apart", id: "apart" },
+        apart.map((item) =>
+          el(
+            "li",
+            { "data-exchange": item.exchange_name },
+            item.display_name,
+            item.lines_in_other_units
+              ? ` (${item.lines_in_other_units} matching lines in another unit or with no figure)`
+              : item.left_out_stale
+                ? ` (${item.left_out_stale} matching lines, none confirmed within ${maxAgeDays} days)`
+                : " (no matching line in force)",
           ),
         ),
-      );
-    }
-    return parts;
+      ),
+    ];
   }
 
   // The ranking as a table: each venue's best and worst line in words, with its source.
