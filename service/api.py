@@ -163,12 +163,16 @@ def document(
     operation's parameters from `endpoints`."""
     paths: dict[str, Any] = {}
     for endpoint in endpoints:
+        # In the document's order: tags, operationId, the prose and security, parameters,
+        # responses.
         operation = source["operations"][endpoint.operation]
         described = {"tags": operation["tags"], "operationId": endpoint.operation}
-        described |= {key: value for key, value in operation.items() if key != "responses"}
+        described |= {key: value for key, value in operation.items()
+                      if key not in ("tags", "responses")}  # fmt: skip
         if endpoint.parameters:
-            references = [f"#/components/parameters/{name}" for name in endpoint.parameters]
-            described["parameters"] = [{"$ref": reference} for reference in references]
+            described["parameters"] = [
+                {"$ref": f"#/components/parameters/{name}"} for name in endpoint.parameters
+            ]
         described["responses"] = operation["responses"]
         paths[endpoint.documented] = {"get": described}
     parts = {key: value for key, value in source.items() if key != "operations"}

@@ -47,7 +47,7 @@ def test_a_line_is_one_json_object_with_every_field(tmp_path: Path) -> None:
     log.write(**fields(7, key=None))
     log.stop()
     [line] = lines_of(tmp_path / "access.log")
-    assert line["level"] == "INFO" and line["logger"] == "service.edge.access"
+    assert line["level"] == "INFO" and line["logger"] == "service.access"
     assert {name: line[name] for name in FIELDS} == fields(7, key=None)
     assert line["message"] == f"GET /api/v1/exchanges/?n=7 200 0.12ms request_id={7:032x} key=-"
     assert time.strptime(line["time"].split(",")[0], "%Y-%m-%d %H:%M:%S")
@@ -75,7 +75,7 @@ def test_a_line_is_the_bytes_orjson_makes_of_its_dict(
     os.close(read_end)
     line = json.loads(written)
     message = f"GET {path} {status} {duration_ms:.2f}ms request_id={5:032x} key={key or '-'}"
-    expected = {"time": line["time"], "level": "INFO", "logger": "service.edge.access"}
+    expected = {"time": line["time"], "level": "INFO", "logger": "service.access"}
     expected |= {"message": message} | request
     assert written == orjson.dumps(expected, option=orjson.OPT_APPEND_NEWLINE)
 

@@ -33,7 +33,7 @@ import orjson
 
 BUFFER_LINES: Final = 256  # about 70 KB of lines
 FLUSH_SECONDS: Final = 1.0
-LOGGER: Final = "service.edge.access"
+LOGGER: Final = "service.access"  # the access lines' `logger` field, as documented (README)
 STDERR: Final = 2  # the descriptor, not `sys.stderr`: the process's own, whoever wraps it
 
 # What a request keeps: the wall-clock time (ns), method, route template, raw path (latin-1),

@@ -21,11 +21,10 @@ from ingest.schema import CLASSIFYING, CLOSED_VALUES, PROVENANCE_COLUMNS, UNITS
 from service.dataset import queries
 from service.dataset.classes import Spread
 from service.dataset.version import Dataset
-from service.edge.call import CALL
 from service.endpoints import export
 from service.endpoints.envelope import answer
 from service.endpoints.exchange_family import refuse_hidden, venue_codes, vocabulary_filters
-from service.endpoints.params import Query
+from service.endpoints.params import exchange_request
 
 # The line filters (repeatable, as on the results) besides `fee_type`, which is one value: it
 # decides the unit compared unless `unit` does. The provenance filters too, so a comparison can
@@ -64,9 +63,7 @@ EXTREMES: Final = ("lowest", "highest")
 
 def compare(request: Request) -> Response:
     """One item per venue the key can see (or per venue named), best for the member first."""
-    call = CALL.get()
-    account = call.account
-    query = Query(request)
+    call, account, query = exchange_request(request)
     dataset = call.dataset
     values = vocabulary_filters(query, LINE_FILTERS)
     named = venue_codes(query, dataset, account)

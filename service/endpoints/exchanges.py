@@ -7,17 +7,15 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from service.dataset.venues import DETAIL_DIMENSIONS
-from service.edge.call import CALL
 from service.endpoints.envelope import answer
-from service.endpoints.params import Query
+from service.endpoints.params import exchange_request
 from service.errors import Forbidden, NotFound
 
 
 async def list_exchanges(request: Request) -> Response:
     """Every venue the key may see that has records, sorted by code."""
-    call = CALL.get()
-    account = call.account
-    Query(request).check()
+    call, account, query = exchange_request(request)
+    query.check()
     dataset = call.dataset
     data = [
         {
@@ -38,9 +36,7 @@ async def exchange_detail(request: Request) -> Response:
     given). A venue of the registry with no records (on that
     day) is not found, as it is absent from the list: the compatible service's record has no
     way to say "no span" (its SDK requires both dates)."""
-    call = CALL.get()
-    account = call.account
-    query = Query(request)
+    call, account, query = exchange_request(request)
     as_of = query.day("as_of")
     max_age = query.max_age_days(as_of)
     query.check()

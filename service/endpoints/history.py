@@ -20,7 +20,6 @@ from ingest.schema import CLASSIFYING
 from service.dataset import queries
 from service.dataset.index import Array
 from service.dataset.version import Dataset
-from service.edge.call import CALL
 from service.endpoints import export
 from service.endpoints.envelope import answer, page_meta
 from service.endpoints.exchange_family import (
@@ -30,7 +29,7 @@ from service.endpoints.exchange_family import (
     venue_codes,
     vocabulary_filters,
 )
-from service.endpoints.params import Query
+from service.endpoints.params import exchange_request
 from service.errors import Forbidden, NotFound
 
 # A line's identity under the results' names (the same on each of its records), then each
@@ -75,9 +74,8 @@ SIDES: Final = ("before", "after")
 def fee_line(request: Request) -> Response:
     """The line's identity and its records, oldest first (404: no such line; 403: a venue
     outside the key's scope)."""
-    call = CALL.get()
-    account = call.account  # first: a request without a valid key is a 401 before its parameters
-    Query(request).check()
+    call, account, query = exchange_request(request)
+    query.check()
     dataset = call.dataset
     found = dataset.line_records(request.path_params["line_id"])
     if found is None:
@@ -92,9 +90,7 @@ def fee_line(request: Request) -> Response:
 def fee_changes(request: Request) -> Response:
     """Every change of the matching lines in effective-date order, a page at a time (or all of
     them, as a download)."""
-    call = CALL.get()
-    account = call.account
-    query = Query(request)
+    call, account, query = exchange_request(request)
     dataset = call.dataset
     values = vocabulary_filters(query, CHANGE_FILTERS)
     named = venue_codes(query, dataset, account)

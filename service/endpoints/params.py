@@ -7,6 +7,8 @@ from typing import Any
 
 from starlette.requests import Request
 
+from service.accounts import Account
+from service.edge.call import CALL, Call
 from service.errors import BadRequest, ValidationError, invalid_date
 from service.numbers import whole_number
 
@@ -181,3 +183,19 @@ class Query:
     def check(self) -> None:
         if self.problems:
             raise ValidationError("Invalid query parameters.", self.problems)
+
+
+def exchange_request(request: Request) -> tuple[Call, Account, Query]:
+    """An exchange-family request's call, its caller and its query parameters, read in that
+    order: a request without a valid key is the family's 401 before any parameter is read."""
+    call = CALL.get()
+    return call, call.account, Query(request)
+
+
+def supplier_request(request: Request) -> tuple[Call, Account]:
+    """A supplier-family request's call and its caller (the family's 401 first), once no
+    parameter is unknown or given twice (400)."""
+    call = CALL.get()
+    account = call.account
+    only(request)
+    return call, account

@@ -16,7 +16,7 @@ from starlette.responses import Response
 from service.dataset import queries
 from service.dataset.venues import DETAIL_DIMENSIONS
 from service.dataset.version import Dataset
-from service.edge.call import CALL, Call
+from service.edge.call import Call
 from service.endpoints import export
 from service.endpoints.envelope import answer, page_meta
 from service.endpoints.exchange_family import (
@@ -26,7 +26,7 @@ from service.endpoints.exchange_family import (
     venue_codes,
     vocabulary_filters,
 )
-from service.endpoints.params import Query
+from service.endpoints.params import Query, exchange_request
 from service.errors import Forbidden, NotFound
 
 INCLUDE_PARAMS = ("include_source", "include_footnotes", "include_definitions")
@@ -36,9 +36,7 @@ NOT_WITH_AS_OF = ("start_date", "end_date", "latest_only")
 
 def list_results(request: Request) -> Response:
     """Every matching record, a page at a time (or all of them, as a download)."""
-    call = CALL.get()
-    account = call.account
-    query = Query(request)
+    call, account, query = exchange_request(request)
     dataset = call.dataset
     filters = vocabulary_filters(query, tuple(queries.RESULT_FILTERS))
     named = venue_codes(query, dataset, account)
@@ -66,9 +64,7 @@ def list_results(request: Request) -> Response:
 
 
 def result_by_id(request: Request) -> Response:
-    call = CALL.get()
-    account = call.account
-    query = Query(request)
+    call, account, query = exchange_request(request)
     included = _included(query)
     query.check()
     record = call.dataset.record(request.path_params["record_id"], included)
@@ -81,9 +77,7 @@ def result_by_id(request: Request) -> Response:
 
 def results_by_version(request: Request) -> Response:
     """The records a version first published (those still present in the current data)."""
-    call = CALL.get()
-    account = call.account
-    query = Query(request)
+    call, account, query = exchange_request(request)
     page = _Page(query)
     query.check()
     dataset = call.dataset
@@ -100,9 +94,7 @@ def results_by_version(request: Request) -> Response:
 async def filters(request: Request) -> Response:
     """The values of every filter dimension across the key's venues (or the named ones), or
     across their records in force on one day (`as_of`)."""
-    call = CALL.get()
-    account = call.account
-    query = Query(request)
+    call, account, query = exchange_request(request)
     dataset = call.dataset
     named = venue_codes(query, dataset, account)
     as_of = query.day("as_of")

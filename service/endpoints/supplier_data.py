@@ -12,7 +12,6 @@ from starlette.requests import Request
 
 from service.dataset import queries
 from service.edge.access import visible_venue
-from service.edge.call import CALL
 from service.endpoints import params
 from service.endpoints.envelope import success
 from service.errors import BadRequest, NotFound
@@ -33,9 +32,7 @@ WINDOW_PARAMS = ("start_date", "end_date")  # a window: `as_of`, one day, is not
 
 
 def supplier_data(request: Request) -> JSON:
-    call = CALL.get()
-    account = call.account
-    params.only(request)
+    call, account = params.supplier_request(request)
     offset = _whole(request, "offset", default=0, low=0, high=None)
     limit = _whole(request, "limit", default=MAX_LIMIT, low=1, high=MAX_LIMIT)
     selection = _Selection(request)
@@ -72,9 +69,7 @@ def _page(records: list[dict[str, Any]], total: int, offset: int, limit: int) ->
 
 
 def supplier_data_count(request: Request) -> JSON:
-    call = CALL.get()
-    account = call.account
-    params.only(request)
+    call, account = params.supplier_request(request)
     selection = _Selection(request)
     dataset = call.dataset
     code = visible_venue(

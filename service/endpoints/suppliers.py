@@ -6,7 +6,6 @@ from starlette.requests import Request
 
 from service.dataset.venues import Venue
 from service.edge.access import visible_venue
-from service.edge.call import CALL
 from service.endpoints import params
 from service.endpoints.envelope import success
 from service.errors import BadRequest, NotFound
@@ -40,9 +39,7 @@ async def fee_types(request: Request) -> JSON:
 
 def discovery(request: Request, endpoint: str) -> JSON:
     """Every value the supplier has any record for, with its records in the date window."""
-    call = CALL.get()
-    account = call.account
-    params.only(request)
+    call, account = params.supplier_request(request)
     start, end = params.date_window(request)
     dataset = call.dataset
     code = visible_venue(
@@ -81,9 +78,7 @@ def _item(endpoint: str, term: Term, counts: dict[str, int], venue: Venue) -> di
 
 async def date_ranges(request: Request) -> JSON:
     """The supplier's coverage as maximal contiguous periods, with the data types in each."""
-    call = CALL.get()
-    account = call.account
-    params.only(request)
+    call, account = params.supplier_request(request)
     dataset = call.dataset
     code = visible_venue(
         dataset,
