@@ -40,7 +40,6 @@ KEY_BYTES = 32  # token_urlsafe(32) is 43 characters
 RECHECK_SECONDS = 0.05
 
 
-
 # What each key of an account may spend: `burst` requests at once, refilled at `per_minute`
 # (`service.edge.ratelimit` takes the tokens).
 @dataclass(frozen=True)

@@ -1,10 +1,12 @@
 """The API, declared once: each endpoint's path, handler, OpenAPI operation and parameters.
 
-The router (`routes`), the query parameters each handler accepts (`service.endpoints.params`
-reads them from the route that matched) and the OpenAPI document's paths and parameter lists
+The router (`routes`), the query parameters each handler accepts and how each reads (its type,
+allowed values, bounds and default: `service.endpoints.params.Parameter`, which the route that
+matched hands the handler) and the OpenAPI document's paths and parameter lists
 (`document`) are all made from `ENDPOINTS`. What a declaration names stands in
 `service/operations.json`: each operation's tags, summary, description, security and responses
-by `operationId`, and the components (parameters, schemas, responses, headers) they refer to.
+by `operationId`, and the components (parameters, schemas, responses, headers) they refer to,
+but for the closed lists the code holds, which `service.closed_lists` writes in.
 `service/openapi.json`, which the service serves, is written from the two by `make openapi`
 (`python -m service.api`); `tests/test_openapi.py` fails when it is stale.
 
@@ -23,6 +25,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
+from service import closed_lists
 from service.endpoints import (
     compare,
     exchanges,
@@ -32,13 +35,18 @@ from service.endpoints import (
     supplier_data,
     suppliers,
 )
+from service.endpoints.params import Parameter
 from service.urls import API_PREFIX, OPENAPI_PATH, PREFIXES
 
 Handler = Callable[[Request], Response | Awaitable[Response]]
 OPERATIONS_FILE: Final = Path(__file__).with_name("operations.json")
 OPENAPI_FILE: Final = Path(__file__).with_name("openapi.json")
-SOURCE: Final[dict[str, Any]] = json.loads(OPERATIONS_FILE.read_text(encoding="utf-8"))
+# operations.json with the closed lists the code holds written in (`service.closed_lists`).
+SOURCE: Final[dict[str, Any]] = closed_lists.filled(
+    json.loads(OPERATIONS_FILE.read_text(encoding="utf-8"))
+)
 PARAMETERS: Final[dict[str, dict[str, Any]]] = SOURCE["components"]["parameters"]
+SCHEMAS: Final[dict[str, dict[str, Any]]] = SOURCE["components"]["schemas"]
 
 
 @dataclass(frozen=True)
@@ -58,10 +66,14 @@ class Endpoint:
         return API_PREFIX + self.path if self.prefixed else self.path
 
     @property
-    def query(self) -> tuple[str, ...]:
-        """The names of the query parameters it takes, in the documented order."""
+    def query(self) -> dict[str, Parameter]:
+        """How each query parameter it takes reads, by name, in the documented order."""
         declared = (PARAMETERS[component] for component in self.parameters)
-        return tuple(parameter["name"] for parameter in declared if parameter["in"] == "query")
+        return {
+            component["name"]: Parameter.of(component, SCHEMAS)
+            for component in declared
+            if component["in"] == "query"
+        }
 
 
 SUPPLIER = ("SupplierName",)
@@ -127,12 +139,12 @@ ENDPOINTS: Final = (
 
 
 class DeclaredRoute(Route):
-    """A route that knows the query parameters its endpoint declares (`query`), for the
-    handler's parameter reading."""
+    """A route that knows how each query parameter its endpoint declares reads (`parameters`),
+    for the handler's parameter reading (`service.endpoints.params`)."""
 
-    def __init__(self, path: str, endpoint: Endpoint, handler: Handler) -> None:
+    def __init__(self, path: str, handler: Handler, parameters: dict[str, Parameter]) -> None:
         super().__init__(path, handler, methods=["GET", "HEAD"])
-        self.query = endpoint.query
+        self.parameters = parameters
 
 
 def routes(endpoints: Sequence[Endpoint] = ENDPOINTS) -> list[BaseRoute]:
@@ -152,7 +164,8 @@ def routes(endpoints: Sequence[Endpoint] = ENDPOINTS) -> list[BaseRoute]:
             if endpoint.prefixed
             else [endpoint.path]
         )
-        made += [DeclaredRoute(path, endpoint, handler) for path in paths]
+        parameters = endpoint.query
+        made += [DeclaredRoute(path, handler, parameters) for path in paths]
     return made
 
 

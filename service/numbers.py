@@ -6,6 +6,8 @@ import re
 # A whole number as the service reads one: ASCII digits only (no sign, space or separator), at
 # most nine of them, so every value fits and `int` is never handed a huge string.
 WHOLE = re.compile(r"[0-9]{1,9}")
+# The largest it reads: a parameter declared with this maximum has no bound of its own.
+LARGEST_WHOLE = 999_999_999
 
 
 def whole_number(text: str, low: int, high: int | None = None) -> int | None:

@@ -1,7 +1,9 @@
 """The OpenAPI document and the code agree on every closed list: each enum the document holds
-is the code's own list (or, for the few the document alone states, is said to be here), and
+is written in from the code's own list (or, for the few the document alone states, is said to
+be here and checked), and
 every query parameter an endpoint declares is one its handler reads and checks."""
 
+import copy
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -10,13 +12,9 @@ from typing import Any
 import httpx
 import pytest
 
-from ingest.layout import CHANGE_TYPES
-from ingest.schema import CLOSED_VALUES, UNITS
-from service import errors
+from service import api, closed_lists, errors
 from service.api import ENDPOINTS
-from service.dataset import queries
-from service.endpoints import export, supplier_data
-from service.vocabulary import DATA_TYPE_ORDER, DIMENSIONS
+from service.endpoints import supplier_data
 from tests.conftest import exchange_headers, supplier_headers
 
 DOCUMENT = json.loads(
@@ -24,70 +22,16 @@ DOCUMENT = json.loads(
 )
 
 
-def identifiers(dimension: str) -> list[str]:
-    return [term.identifier for term in DIMENSIONS[dimension][1]]
-
-
-def extras(dimension: str) -> list[str]:
-    """A dimension's `extra` values (liquidity type, typical fee structure), first seen first."""
-    return list(dict.fromkeys(term.extra for term in DIMENSIONS[dimension][1]))
-
-
 ERROR_CLASSES = [errors.ApiError, *errors.ApiError.__subclasses__()]
-
-# Where in the document each enum stands -> the code's list it must equal (in order where the
-# order is the answer's order; as a set where the document only lists what may appear).
-FROM_CODE: dict[str, tuple[list[Any], bool]] = {
-    "/components/schemas/FeeTypeId": (identifiers("fee_types"), True),
-    "/components/schemas/CategoryId": (identifiers("fee_categories"), True),
-    "/components/schemas/ActionId": (identifiers("actions"), True),
-    "/components/schemas/ParticipantId": (identifiers("participants"), True),
-    "/components/schemas/TypicalFeeStructure": (extras("participants"), False),
-    "/components/schemas/LiquidityType": (extras("actions"), False),
-    "/components/schemas/DataType": (list(DATA_TYPE_ORDER), True),
-    "/components/schemas/UnitValue": (list(UNITS), True),
-    **{
-        f"/components/schemas/{schema}": (list(CLOSED_VALUES[column]), True)
-        for schema, column in {
-            "FeeCategoryValue": "fee_category",
-            "FeeActionValue": "action",
-            "FeeParticipantValue": "participant",
-            "SymbolClassificationValue": "symbol_classification",
-            "SymbolTypeValue": "symbol_type",
-            "TradeTypeValue": "trade_type",
-            "SourceKindValue": "source_kind",
-            "DateBasisValue": "date_basis",
-        }.items()
-    },
-    "/components/parameters/UncertainFilter/schema/items": (list(CLOSED_VALUES["uncertain"]), True),
-    "/components/parameters/StandardFilter/schema/items": (list(CLOSED_VALUES["standard"]), True),
-    "/components/schemas/FeeScheduleResult/properties/complete_scope/anyOf/0": (
-        list(CLOSED_VALUES["complete_scope"]),
-        True,
-    ),
-    "/components/parameters/OrderBy/schema": (list(queries.ORDER_COLUMNS), True),
-    "/components/parameters/OrderDir/schema": (list(queries.ORDER_DIRECTIONS), True),
-    "/components/parameters/ChangeOrderDir/schema": (list(queries.ORDER_DIRECTIONS), True),
-    "/components/schemas/ChangeTypeValue": (list(CHANGE_TYPES), True),
-    "/components/parameters/Format/schema": (list(export.FORMATS), True),
-    "/components/schemas/ExchangeError/properties/error/properties/code": (
-        [error.code for error in ERROR_CLASSES],
-        False,
-    ),
-    "/components/schemas/ConflictingParametersDetails/properties/conflicts_with/items": (
-        list(supplier_data.WINDOW_PARAMS),
-        True,
-    ),
-    "/components/schemas/InvalidParameterValueDetails/properties/field": (
-        [*supplier_data.TERM_PARAMS, "offset", "limit", "max_age_days"],
-        True,
-    ),
-}
+ERROR_CODES = "/components/schemas/ExchangeError/properties/error/properties/code"
+SUPPLIER_LABELS = "/components/schemas/SupplierError/properties/error"
 # Enums only the document states, and why that is enough.
 DOCUMENT_ONLY = {
-    # The supplier family's error labels: every class's but 403's and 422's, which that family
-    # never answers (checked below).
-    "/components/schemas/SupplierError/properties/error",
+    # The exchange family's error codes, in the document's own order, and the supplier family's
+    # error labels: every class's but 403's and 422's, which that family never answers (both
+    # checked below).
+    ERROR_CODES,
+    SUPPLIER_LABELS,
     # Literal texts of one answer each, written where they are answered.
     "/components/schemas/InvalidParameterValueDetails/properties/allowed/oneOf/1",
     "/components/schemas/InvalidDateDetails/properties/field",
@@ -112,23 +56,33 @@ def enums(node: Any, path: str = "") -> dict[str, list[Any]]:
 
 
 def test_every_enum_of_the_document_is_accounted_for() -> None:
-    assert set(enums(DOCUMENT)) == set(FROM_CODE) | DOCUMENT_ONLY
+    """Each is written in from the code's list (`service.closed_lists`), or said here."""
+    assert set(enums(DOCUMENT)) == set(closed_lists.LISTS) | DOCUMENT_ONLY
 
 
-@pytest.mark.parametrize("location", list(FROM_CODE))
-def test_each_enum_is_the_codes_own_list(location: str) -> None:
-    documented = enums(DOCUMENT)[location]
-    expected, ordered = FROM_CODE[location]
-    if ordered:
-        assert documented == expected
-    else:
-        assert sorted(documented) == sorted(expected)
+@pytest.mark.parametrize("location", list(closed_lists.LISTS))
+def test_operations_json_leaves_each_code_list_to_the_code(location: str) -> None:
+    """A list the code holds is never also written by hand (`closed_lists.filled` refuses it)."""
+    source = json.loads(api.OPERATIONS_FILE.read_text(encoding="utf-8"))
+    schema = source
+    for step in location.strip("/").split("/"):
+        schema = schema[int(step)] if isinstance(schema, list) else schema[step]
+    assert "enum" not in schema
+
+
+def test_a_code_list_written_by_hand_too_is_refused() -> None:
+    with pytest.raises(ValueError, match="enum, which the code holds"):
+        closed_lists.filled(copy.deepcopy(api.SOURCE))
+
+
+def test_the_error_codes_are_the_error_classes_codes() -> None:
+    codes = [error.code for error in ERROR_CLASSES]
+    assert sorted(enums(DOCUMENT)[ERROR_CODES]) == sorted(codes)
 
 
 def test_the_supplier_error_labels_are_the_error_classes_labels() -> None:
     labels = {error.label for error in ERROR_CLASSES} - {"Forbidden", "Unprocessable Entity"}
-    documented = enums(DOCUMENT)["/components/schemas/SupplierError/properties/error"]
-    assert sorted(documented) == sorted(labels)
+    assert sorted(enums(DOCUMENT)[SUPPLIER_LABELS]) == sorted(labels)
 
 
 # A value each query parameter must refuse (none of these is a date, a known value, a number in
@@ -164,3 +118,8 @@ def test_every_declared_query_parameter_is_read_and_checked_by_its_handler(
         else [(error.get("details") or {}).get("field")]
     )
     assert name in fields, error
+
+
+def test_the_supplier_count_states_the_limit_declared() -> None:
+    """`/data/count`'s `max_records_per_request` is the most `limit` takes on `/data`."""
+    assert api.PARAMETERS["Limit"]["schema"]["maximum"] == supplier_data.MAX_LIMIT

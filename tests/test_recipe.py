@@ -12,19 +12,16 @@ from starlette.responses import Response
 
 from ingest.pipeline import IngestResult
 from service import api
-from service.edge.call import CALL
 from service.endpoints.envelope import answer
-from service.endpoints.params import Query
+from service.endpoints.params import exchange_request
 from service.settings import Settings
 from tests.conftest import LiveServer, exchange_headers
 
 
 def page_size(request: Request) -> Response:
     """A handler as every handler is written: its caller, its parameters, its answer."""
-    call = CALL.get()
-    call.account  # noqa: B018 (the family's 401 without a key)
-    query = Query(request)
-    size = query.integer("page_size", default=20, low=1, high=100)
+    call, _, query = exchange_request(request)
+    size = query.get("page_size")  # read as `PageSize` declares it: 1-100, 20 when absent
     query.check()
     return answer(call, {"page_size": size}, {"record_count": 1})
 
@@ -52,6 +49,10 @@ def test_an_endpoint_declared_here_alone_is_served_and_documented(
             for path in ("/api/v1/page-size", "/v1/page-size/", "/api/v1/page-size")
         ]
         unknown = httpx.get(f"{live.url}/api/v1/page-size?zz=1", headers=exchange_headers())
+        absent = httpx.get(f"{live.url}/api/v1/page-size", headers=exchange_headers())
+        too_many = httpx.get(
+            f"{live.url}/api/v1/page-size?page_size=101", headers=exchange_headers()
+        )
         keyless = httpx.get(f"{live.url}/api/v1/page-size")
     assert [response.status_code for response in asked] == [200, 200, 200]
     assert asked[0].json()["data"] == {"page_size": 7}
@@ -61,6 +62,11 @@ def test_an_endpoint_declared_here_alone_is_served_and_documented(
     assert unknown.status_code == 422
     assert unknown.json()["error"]["details"] == [
         {"field": "zz", "message": "unknown parameter", "allowed": ["page_size"]}
+    ]
+    # The parameter reads as its component declares it: its default, its bounds.
+    assert absent.json()["data"] == {"page_size": 20}
+    assert too_many.json()["error"]["details"] == [
+        {"field": "page_size", "message": "must be a whole number from 1 to 100"}
     ]
     assert keyless.status_code == 401 and "ApiKey" in keyless.headers["www-authenticate"]
 

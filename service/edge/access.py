@@ -26,7 +26,7 @@ CHALLENGES = {
 MISPLACED = {
     Family.SUPPLIER: (
         f'error="invalid_request", error_description="this path reads Authorization: Bearer '
-        f'<key>; {EXCHANGE_KEY_HEADER} is read on the exchange family\'s paths"'
+        f"<key>; {EXCHANGE_KEY_HEADER} is read on the exchange family's paths\""
     ),
     Family.EXCHANGE: (
         f'error="invalid_request", error_description="this path reads {EXCHANGE_KEY_HEADER}: '

@@ -17,7 +17,7 @@ import pyarrow.compute as pc
 from starlette.requests import Request
 from starlette.responses import Response
 
-from ingest.schema import CLASSIFYING, CLOSED_VALUES, PROVENANCE_COLUMNS, UNITS
+from ingest.schema import CLASSIFYING, PROVENANCE_COLUMNS
 from service.dataset import queries
 from service.dataset.classes import Spread
 from service.dataset.version import Dataset
@@ -36,9 +36,8 @@ LINE_FILTERS: Final = tuple(
 )  # fmt: skip
 DEFAULT_CATEGORY: Final = "fees_and_rebates"
 DEFAULT_UNIT: Final = {"equity": "per_share", "option": "per_contract"}
-# A comparison leaves out the records last confirmed more than two years before its day: a
-# figure no source has shown since does not lead a ranking unless asked for (`max_age_days`).
-DEFAULT_MAX_AGE_DAYS: Final = 730
+# `max_age_days` defaults to 730 here (its declaration, CompareMaxAgeDays): a figure no source
+# has shown for two years does not lead a ranking unless asked for.
 # The fields of the lowest and the highest record: answer name -> record summary column.
 EXTREME_FIELDS: Final = {
     "amount": "amount",
@@ -67,13 +66,11 @@ def compare(request: Request) -> Response:
     dataset = call.dataset
     values = vocabulary_filters(query, LINE_FILTERS)
     named = venue_codes(query, dataset, account)
-    fee_type = query.choice("fee_type", CLOSED_VALUES["fee_type"])
-    if query.values("fee_type") is None:
-        query.fail("fee_type", "is required", list(CLOSED_VALUES["fee_type"]))
-    unit = query.choice("unit", UNITS, DEFAULT_UNIT.get(fee_type, ""))
-    as_of = query.day("as_of") or datetime.now(UTC).date()
-    max_age = query.max_age_days(as_of, DEFAULT_MAX_AGE_DAYS)
-    kind = query.choice("format", export.FORMATS)
+    fee_type = query.get("fee_type")
+    unit = query.get("unit") or DEFAULT_UNIT.get(fee_type, "")
+    as_of = query.get("as_of") or datetime.now(UTC).date()
+    max_age = query.max_age_days(as_of)
+    kind = query.get("format")
     query.check()
     refuse_hidden(named, account)
     venues = named or [code for code in dataset.visible(account) if dataset.venues[code].records]
@@ -83,7 +80,7 @@ def compare(request: Request) -> Response:
     )
     spreads = dataset.spreads(selection, unit)
     table = _table(dataset, sorted(set(venues)), spreads, as_of)
-    kind = export.wanted_format(kind or None, request.headers.get("accept", ""))
+    kind = export.wanted_format(kind, request.headers.get("accept", ""))
     if kind != "json":
         name = f"compare-{as_of.isoformat()}-{dataset.version_id}"
         return export.download(iter(table.to_batches() or [_empty(table)]), kind, name)
@@ -99,9 +96,7 @@ def compare(request: Request) -> Response:
     return answer(call, items, meta)
 
 
-def _table(
-    dataset: Dataset, venues: list[str], spreads: dict[str, Spread], day: date
-) -> pa.Table:
+def _table(dataset: Dataset, venues: list[str], spreads: dict[str, Spread], day: date) -> pa.Table:
     """One row per venue, best first, flat as a download carries it: the venue, its counts, then
     each field of its lowest and highest record (`lowest_<field>`, `highest_<field>`; nulls for
     a venue with no line compared), `presumed` when `day` is after its last confirmation. The

@@ -2,7 +2,6 @@
 names (`exchange_name`, any name or alias), and the dimension filters, each value checked
 against its vocabulary; a named venue outside the key's scope is 403."""
 
-from ingest.schema import CLOSED_VALUES
 from service.accounts import Account
 from service.dataset import queries
 from service.dataset.version import Dataset
@@ -23,7 +22,7 @@ def vocabulary_filters(query: Query, names: tuple[str, ...]) -> dict[str, list[s
     chosen = {}
     for name in names:
         column = queries.RESULT_FILTERS[name]
-        values = None if column == "exchange" else query.choices(name, CLOSED_VALUES[column])
+        values = None if column == "exchange" else query.get(name)
         if values is not None:
             chosen[name] = values
     return chosen

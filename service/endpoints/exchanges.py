@@ -37,7 +37,7 @@ async def exchange_detail(request: Request) -> Response:
     day) is not found, as it is absent from the list: the compatible service's record has no
     way to say "no span" (its SDK requires both dates)."""
     call, account, query = exchange_request(request)
-    as_of = query.day("as_of")
+    as_of = query.get("as_of")
     max_age = query.max_age_days(as_of)
     query.check()
     dataset = call.dataset

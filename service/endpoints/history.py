@@ -95,17 +95,17 @@ def fee_changes(request: Request) -> Response:
     values = vocabulary_filters(query, CHANGE_FILTERS)
     named = venue_codes(query, dataset, account)
     first, last = query.window()
-    types = query.choices("change_type", CHANGE_TYPES)
-    descending = query.choice("order_dir", queries.ORDER_DIRECTIONS, "asc") == "desc"
+    types = query.get("change_type")
+    descending = query.get("order_dir") == "desc"
     size, number = query.page()
-    kind = query.choice("format", export.FORMATS)
+    kind = query.get("format")
     query.check()
     refuse_hidden(named, account)
     selection = queries.Selection(
         venues=named if named is not None else scope(dataset, account), values=values
     )
     chosen = dataset.change_filter(selection, types, first, last)
-    kind = export.wanted_format(kind or None, request.headers.get("accept", ""))
+    kind = export.wanted_format(kind, request.headers.get("accept", ""))
     if kind != "json":
         chunks = dataset.changes_ordered(chosen, descending, export.BATCH_ROWS)
         name = f"fee-changes-{dataset.version_id}"

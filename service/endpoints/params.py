@@ -1,25 +1,97 @@
-"""Reading query parameters strictly: a value that is not exactly right is a 400 naming it."""
+"""Reading query parameters strictly, each as its endpoint declares it (`Parameter`): a value that
+is not exactly right is the family's error naming it (the supplier family's 400 at the first,
+the exchange family's 422 listing all)."""
 
 import re
-from collections.abc import Iterable
+from dataclasses import dataclass
 from datetime import date
-from typing import Any
+from typing import Any, Literal
 
 from starlette.requests import Request
 
 from service.accounts import Account
 from service.edge.call import CALL, Call
 from service.errors import BadRequest, ValidationError, invalid_date
-from service.numbers import whole_number
+from service.numbers import LARGEST_WHOLE, whole_number
 
 DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
 
 
-def declared(request: Request) -> tuple[str, ...]:
+@dataclass(frozen=True)
+class Parameter:
+    """How one declared query parameter reads: made from its OpenAPI component
+    (`service/operations.json`, with the code's closed lists written in), so the document and
+    the reading are one declaration. `kind` is what its schema says a value is: a whole
+    number (`low` to `high`; None: as many digits as `numbers.WHOLE` takes), a boolean, a date,
+    one of `allowed` (`choice`), any number of `allowed` (`choices`), or any number of free
+    values (a venue's names: the handler checks them). A schema of none of these is refused
+    when the routes are made, so a new parameter is declared as one of them."""
+
+    name: str
+    kind: Literal["integer", "boolean", "date", "choice", "choices", "values"]
+    allowed: tuple[str, ...] = ()
+    default: Any = None
+    low: int = 0
+    high: int | None = None
+    required: bool = False
+
+    @classmethod
+    def of(cls, component: dict[str, Any], schemas: dict[str, Any]) -> "Parameter":
+        schema = _resolved(component["schema"], schemas)
+        name, required = component["name"], component.get("required", False)
+        default = schema.get("default")
+        if schema.get("type") == "array":
+            allowed = tuple(_resolved(schema["items"], schemas).get("enum", ()))
+            return cls(name, "choices" if allowed else "values", allowed, required=required)
+        if schema.get("type") == "integer":
+            high = schema.get("maximum")
+            high = None if high == LARGEST_WHOLE else high
+            return cls(name, "integer", (), default, schema["minimum"], high, required)
+        if schema.get("type") == "boolean":
+            return cls(name, "boolean", ("true", "false"), default, required=required)
+        if schema.get("format") == "date":
+            return cls(name, "date", required=required)
+        if "enum" in schema:
+            return cls(name, "choice", tuple(schema["enum"]), default, required=required)
+        raise ValueError(f"query parameter {name}: no way to read a schema of {schema}")
+
+    def read(self, text: str) -> Any:
+        """The value one given `text` is, or None when it is not one this parameter takes."""
+        if self.kind == "integer":
+            return whole_number(text, self.low, self.high)
+        if self.kind == "boolean":
+            return {"true": True, "false": False}.get(text.lower())
+        if self.kind == "date":
+            return real_date(text)
+        return text if text in self.allowed else None
+
+    @property
+    def problem(self) -> str:
+        """What a value it does not take is told."""
+        if self.kind == "integer":
+            bounds = (
+                f"from {self.low} to {self.high}"
+                if self.high is not None
+                else f"of at least {self.low}"
+            )
+            return f"must be a whole number {bounds}"
+        return {
+            "boolean": "must be true or false",
+            "date": "must be a real date in the form YYYY-MM-DD",
+        }.get(self.kind, "not an allowed value")
+
+
+def _resolved(schema: dict[str, Any], schemas: dict[str, Any]) -> dict[str, Any]:
+    """A schema, or the named schema it refers to."""
+    reference = schema.get("$ref")
+    return schema if reference is None else schemas[reference.rsplit("/", 1)[1]]
+
+
+def declared(request: Request) -> dict[str, Parameter]:
     """The query parameters the matched endpoint declares (`service.api`: the route knows
-    them), in their documented order."""
-    names: tuple[str, ...] = request.scope["route"].query
-    return names
+    them), by name, in their documented order."""
+    parameters: dict[str, Parameter] = request.scope["route"].parameters
+    return parameters
 
 
 def only(request: Request) -> None:
@@ -35,17 +107,31 @@ def only(request: Request) -> None:
             raise BadRequest("query parameter given more than once", {"field": name})
 
 
+def whole(request: Request, name: str) -> int:
+    """A supplier-family whole number, its bounds and default as declared; 400 otherwise."""
+    parameter = declared(request)[name]
+    text = request.query_params.get(name)
+    if text is None:
+        return int(parameter.default or 0)
+    number: int | None = parameter.read(text)
+    if number is not None:
+        return number
+    low, high = parameter.low, parameter.high
+    allowed = f"{low}-{high}" if high is not None else f">= {low}"
+    raise BadRequest(
+        "invalid parameter value", {"field": name, "provided": text, "allowed": allowed}
+    )
+
+
 def parse_date(request: Request, field: str) -> date | None:
     """A real calendar date in the form YYYY-MM-DD, or None when the parameter is absent."""
     text = request.query_params.get(field)
     if text is None:
         return None
-    if not DATE.fullmatch(text):
+    day = real_date(text)
+    if day is None:
         raise invalid_date(field)
-    try:
-        return date.fromisoformat(text)
-    except ValueError:
-        raise invalid_date(field) from None
+    return day
 
 
 def date_window(request: Request) -> tuple[date | None, date | None]:
@@ -68,27 +154,21 @@ def echo_window(start: date | None, end: date | None) -> dict[str, str | None] |
     }
 
 
-# A listing's page: `page_size` records by default, at most `MAX_PAGE_SIZE`.
-PAGE_SIZE = 20
-MAX_PAGE_SIZE = 100
-# The most days `max_age_days` takes: a century, more than any dataset spans.
-MAX_AGE_DAYS = 36_500
-
-
 class Query:
-    """The exchange family's parameters: every problem is collected, then one 422 names all.
+    """The exchange family's parameters, each read as declared (`Parameter`): every problem is
+    collected, then one 422 names all.
 
-    Each reader returns a usable default for a bad value so reading can go on; `check()` raises
+    A bad value reads as the parameter's default so reading can go on; `check()` raises
     `ValidationError` with `details` = one `{field, message, allowed?}` per offending parameter.
     """
 
     def __init__(self, request: Request) -> None:
         self._params = request.query_params
+        self._declared = declared(request)
         self.problems: list[dict[str, Any]] = []
-        accepted = declared(request)
         for name in self._params:
-            if name not in accepted:
-                self.fail(name, "unknown parameter", sorted(accepted))
+            if name not in self._declared:
+                self.fail(name, "unknown parameter", sorted(self._declared))
 
     def fail(self, field: str, message: str, allowed: Any = None) -> None:
         problem: dict[str, Any] = {"field": field, "message": message}
@@ -96,86 +176,54 @@ class Query:
             problem["allowed"] = allowed
         self.problems.append(problem)
 
-    def _single(self, name: str) -> str | None:
-        values = self._params.getlist(name)
-        if len(values) > 1:
-            self.fail(name, "given more than once")
-        return values[0] if values else None
-
     def values(self, name: str) -> list[str] | None:
-        """A repeatable parameter's values as given; None when absent."""
+        """A parameter's values as given, unchecked; None when absent."""
         return self._params.getlist(name) or None
 
-    def choices(self, name: str, allowed: Iterable[str]) -> list[str] | None:
-        """A repeatable filter: None when absent, else its values (each must be allowed)."""
-        values = self.values(name)
-        if values is None:
-            return None
-        known = list(allowed)
-        unknown = [value for value in values if value not in known]
-        if unknown:
-            self.fail(name, f"unknown value(s): {', '.join(unknown)}", known)
-        return values
-
-    def choice(self, name: str, allowed: tuple[str, ...], default: str = "") -> str:
-        value = self._single(name)
+    def get(self, name: str) -> Any:
+        """The parameter's value read as its declaration says (its default when absent or bad;
+        a bad value, or a required one absent, is a problem)."""
+        parameter = self._declared[name]
+        values = self._params.getlist(name)
+        if not values:
+            if parameter.required:
+                self.fail(name, "is required", list(parameter.allowed))
+            return parameter.default
+        if parameter.kind in ("choices", "values"):
+            return self._choices(parameter, values)
+        if len(values) > 1:
+            self.fail(name, "given more than once")
+        value = parameter.read(values[0])
         if value is None:
-            return default
-        if value not in allowed:
-            self.fail(name, "not an allowed value", list(allowed))
-            return default
+            self.fail(name, parameter.problem, list(parameter.allowed) or None)
+            return parameter.default
         return value
 
-    def integer(self, name: str, *, default: int, low: int, high: int | None = None) -> int:
-        value = self._single(name)
-        if value is None:
-            return default
-        number = whole_number(value, low, high)
-        if number is None:
-            bounds = f"from {low} to {high}" if high is not None else f"of at least {low}"
-            self.fail(name, f"must be a whole number {bounds}")
-            return default
-        return number
+    def _choices(self, parameter: Parameter, values: list[str]) -> list[str]:
+        """A repeatable parameter's values (each must be allowed, when it has a list)."""
+        unknown = [value for value in values if value not in parameter.allowed]
+        if parameter.allowed and unknown:
+            self.fail(parameter.name, f"unknown value(s): {', '.join(unknown)}",
+                      list(parameter.allowed))  # fmt: skip
+        return values
 
-    def boolean(self, name: str) -> bool:
-        value = self._single(name)
-        if value is None:
-            return False
-        if value.lower() not in ("true", "false"):
-            self.fail(name, "must be true or false", ["true", "false"])
-            return False
-        return value.lower() == "true"
-
-    def day(self, name: str) -> date | None:
-        value = self._single(name)
-        if value is None:
-            return None
-        if DATE.fullmatch(value):
-            try:
-                return date.fromisoformat(value)
-            except ValueError:
-                pass
-        self.fail(name, "must be a real date in the form YYYY-MM-DD")
-        return None
-
-    def max_age_days(self, day: date | None, default: int | None = None) -> int | None:
+    def max_age_days(self, day: date | None) -> int | None:
         """`max_age_days`: how many days before the answer's day a record's last confirmation
         may be (`docs/raw-format.md`, "Confirmed through, or presumed"); only an answer for a
         day (`day`) takes it."""
-        if self.values("max_age_days") is None:
-            return default
-        days = self.integer("max_age_days", default=0, low=0, high=MAX_AGE_DAYS)
-        if day is None:
+        days: int | None = self.get("max_age_days")
+        if day is None and self.values("max_age_days") is not None:
             self.fail("max_age_days", "needs as_of: an age is counted back from the answer's day")
         return days
 
     def page(self) -> tuple[int, int]:
-        """`page_size` (1-100, default 20) and `page_number` (from 0): a page of a listing."""
-        size = self.integer("page_size", default=PAGE_SIZE, low=1, high=MAX_PAGE_SIZE)
-        return size, self.integer("page_number", default=0, low=0)
+        """`page_size` and `page_number`: a page of a listing."""
+        size: int = self.get("page_size")
+        number: int = self.get("page_number")
+        return size, number
 
     def window(self) -> tuple[date | None, date | None]:
-        start, end = self.day("start_date"), self.day("end_date")
+        start, end = self.get("start_date"), self.get("end_date")
         if start is not None and end is not None and end < start:
             self.fail("end_date", "is before start_date")
         return start, end
@@ -183,6 +231,16 @@ class Query:
     def check(self) -> None:
         if self.problems:
             raise ValidationError("Invalid query parameters.", self.problems)
+
+
+def real_date(text: str) -> date | None:
+    """The day `text` writes as YYYY-MM-DD, when it is a real one."""
+    if DATE.fullmatch(text):
+        try:
+            return date.fromisoformat(text)
+        except ValueError:
+            pass
+    return None
 
 
 def exchange_request(request: Request) -> tuple[Call, Account, Query]:

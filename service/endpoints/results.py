@@ -41,10 +41,10 @@ def list_results(request: Request) -> Response:
     filters = vocabulary_filters(query, tuple(queries.RESULT_FILTERS))
     named = venue_codes(query, dataset, account)
     start, end = query.window()
-    latest = query.boolean("latest_only")
+    latest = query.get("latest_only")
     day = _as_of(query) or ((end or datetime.now(UTC).date()) if latest else None)
     max_age = query.max_age_days(day)
-    kind = query.choice("format", export.FORMATS)
+    kind = query.get("format")
     page = _Page(query, day)
     query.check()
     refuse_hidden(named, account)
@@ -56,7 +56,7 @@ def list_results(request: Request) -> Response:
         in_force_on=day,
         max_age_days=max_age,
     )
-    kind = export.wanted_format(kind or None, request.headers.get("accept", ""))
+    kind = export.wanted_format(kind, request.headers.get("accept", ""))
     if kind == "json":
         return _page_response(call, dataset, selection, page)
     name = f"fee-schedule-results-{dataset.version_id}"
@@ -97,7 +97,7 @@ async def filters(request: Request) -> Response:
     call, account, query = exchange_request(request)
     dataset = call.dataset
     named = venue_codes(query, dataset, account)
-    as_of = query.day("as_of")
+    as_of = query.get("as_of")
     max_age = query.max_age_days(as_of)
     query.check()
     refuse_hidden(named, account)
@@ -125,8 +125,8 @@ async def filters(request: Request) -> Response:
 class _Page:
     def __init__(self, query: Query, day: date | None = None) -> None:
         self.size, self.number = query.page()
-        self.order_by = query.choice("order_by", tuple(queries.ORDER_COLUMNS), "effective_start")
-        self.order_dir = query.choice("order_dir", queries.ORDER_DIRECTIONS, "desc")
+        self.order_by = query.get("order_by")
+        self.order_dir = query.get("order_dir")
         self.included = _included(query, day)
 
 
@@ -151,7 +151,7 @@ def _every_match(
 def _as_of(query: Query) -> date | None:
     """The day whose records in force are asked for; naming a window or the latest too is a
     problem of each parameter given with it."""
-    as_of = query.day("as_of")
+    as_of: date | None = query.get("as_of")
     if query.values("as_of") is not None:
         for name in NOT_WITH_AS_OF:
             if query.values(name) is not None:
@@ -163,5 +163,5 @@ def _included(query: Query, day: date | None = None) -> queries.Included:
     """The optional parts a request asks for, and the day its answer is for. The compatible
     service answers either relationships flag with both lists (`include_footnotes` alone
     still lists definitions)."""
-    source, footnotes, definitions = (query.boolean(name) for name in INCLUDE_PARAMS)
+    source, footnotes, definitions = (query.get(name) for name in INCLUDE_PARAMS)
     return queries.Included(source=source, relationships=footnotes or definitions, day=day)

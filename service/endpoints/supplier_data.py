@@ -15,10 +15,10 @@ from service.edge.access import visible_venue
 from service.endpoints import params
 from service.endpoints.envelope import success
 from service.errors import BadRequest, NotFound
-from service.numbers import whole_number
 from service.responses import JSON
 from service.vocabulary import DIMENSIONS, IDENTIFIER_OF
 
+# The most records a page holds: `limit`'s declared maximum (tests/test_openapi_code.py).
 MAX_LIMIT = 100
 # Query parameter -> (the discovery dimension whose terms it takes, the results filter that
 # selects the same column).
@@ -33,8 +33,8 @@ WINDOW_PARAMS = ("start_date", "end_date")  # a window: `as_of`, one day, is not
 
 def supplier_data(request: Request) -> JSON:
     call, account = params.supplier_request(request)
-    offset = _whole(request, "offset", default=0, low=0, high=None)
-    limit = _whole(request, "limit", default=MAX_LIMIT, low=1, high=MAX_LIMIT)
+    offset = params.whole(request, "offset")
+    limit = params.whole(request, "limit")
     selection = _Selection(request)
     dataset = call.dataset
     code = visible_venue(
@@ -101,9 +101,7 @@ class _Selection:
             )
         self.max_age_days = None
         if "max_age_days" in request.query_params:
-            self.max_age_days = _whole(
-                request, "max_age_days", default=0, low=0, high=params.MAX_AGE_DAYS
-            )
+            self.max_age_days = params.whole(request, "max_age_days")
             if self.as_of is None:
                 raise BadRequest(
                     "max_age_days needs as_of", {"field": "max_age_days", "requires": "as_of"}
@@ -145,17 +143,4 @@ def _stored_values(name: str, dimension: str, value: str) -> list[str]:
     allowed = [term.identifier for term in terms]
     raise BadRequest(
         "invalid parameter value", {"field": name, "provided": value, "allowed": allowed}
-    )
-
-
-def _whole(request: Request, name: str, *, default: int, low: int, high: int | None) -> int:
-    text = request.query_params.get(name)
-    if text is None:
-        return default
-    number = whole_number(text, low, high)
-    if number is not None:
-        return number
-    allowed = f"{low}-{high}" if high is not None else f">= {low}"
-    raise BadRequest(
-        "invalid parameter value", {"field": name, "provided": text, "allowed": allowed}
     )
