@@ -28,7 +28,7 @@ from ingest.layout import (
 from ingest.pipeline import IngestResult
 from ingest.query import open_version
 from ingest.schema import CLOSED_VALUES
-from service.dataset import changes, queries
+from service.dataset import changes, pager, queries
 from service.dataset.version import Dataset
 from tests.conftest import KEYS, Indexed, exchange_headers
 
@@ -169,7 +169,9 @@ def test_pages_of_changes_are_exactly_what_sql_finds(
         if chosen is None:
             assert expected == []
             continue
-        total, entries = dataset.changes.page(chosen, descending, number * size, size)
+        total, entries = pager.page(
+            dataset.changes.ordering(chosen, descending), number * size, size
+        )
         request = (venues, values, types, window, descending, number, size)
         assert total == len(expected), request
         assert served_changes(dataset, entries) == expected[number * size :][:size], request
@@ -199,14 +201,14 @@ def test_ordered_chunks_walk_every_change_in_page_order(indexed: Indexed, chunk:
     for descending in (False, True):
         chosen = dataset.change_filter(selection, None, date(2020, 1, 1), None)
         assert chosen is not None
-        total, _ = dataset.changes.page(chosen, descending, 0, 1)
-        chunks = list(dataset.changes.ordered(chosen, descending, chunk))
+        total, _ = pager.page(dataset.changes.ordering(chosen, descending), 0, 1)
+        chunks = list(pager.chunks(dataset.changes.ordering(chosen, descending), chunk))
         assert all(0 < len(entries) <= chunk for entries in chunks)
         walked = [int(entry) for entries in chunks for entry in entries]
         paged = [
             entry
             for offset in range(0, total, 100)
-            for entry in dataset.changes.page(chosen, descending, offset, 100)[1]
+            for entry in pager.page(dataset.changes.ordering(chosen, descending), offset, 100)[1]
         ]
         assert walked == paged and len(walked) == total == len(set(walked)) > 1_000
 

@@ -8,14 +8,16 @@ must give the same count and the same record ids, in the same order, as `ORDER B
 """
 
 import random
+from collections.abc import Iterator
 from datetime import date, timedelta
 from pathlib import Path
 
 import pytest
 
 from ingest.schema import CLOSED_VALUES
-from service.dataset import queries
-from service.dataset.index import ResultsIndex
+from service.dataset import pager, queries
+from service.dataset.index import Array, ResultsIndex
+from service.dataset.order import ResultsOrder
 from service.dataset.version import Dataset
 from tests import reference_sql
 from tests.conftest import Indexed
@@ -76,11 +78,28 @@ def sql_page(
     return int(count), [str(row["record_id"]) for row in dataset.db.rows(sql, parameters)]
 
 
+def page(
+    index: ResultsIndex, selection: queries.Selection, order_by: str, order_dir: str,
+    offset: int, size: int,
+) -> tuple[int, list[int]]:  # fmt: skip
+    """A page as the service cuts one: the pager over the index's matches in order."""
+    ordering = ResultsOrder(index, index.matches(selection), order_by, order_dir)
+    return pager.page(ordering, offset, size)
+
+
+def chunks(
+    index: ResultsIndex, selection: queries.Selection, order_by: str, order_dir: str, size: int
+) -> Iterator[Array]:
+    """A download's chunks, as the service walks them."""
+    matches = index.matches(selection)
+    return pager.chunks(ResultsOrder(index, matches, order_by, order_dir, streamed=True), size)
+
+
 def index_page(
     dataset: Dataset, index: ResultsIndex, selection: queries.Selection, order_by: str,
     order_dir: str, offset: int, size: int,
 ) -> tuple[int, list[str]]:  # fmt: skip
-    count, positions = index.page(selection, order_by, order_dir, offset, size)
+    count, positions = page(index, selection, order_by, order_dir, offset, size)
     included = queries.Included(day=selection.in_force_on)
     rows = dataset.rows_at(*queries.results_at(positions, included))
     if selection.in_force_on is not None:  # presumed: no source shows the figure that day
@@ -121,15 +140,15 @@ def test_walking_every_page_lists_every_record_once(
     indexed: Indexed, order_by: str, order_dir: str
 ) -> None:
     selection = queries.Selection(venues=indexed.venues[:3])
-    total, _ = indexed.index.page(selection, order_by, order_dir, 0, 1)
+    total, _ = page(indexed.index, selection, order_by, order_dir, 0, 1)
     walked: list[int] = []
     for offset in range(0, total, 100):
-        walked += indexed.index.page(selection, order_by, order_dir, offset, 100)[1]
+        walked += page(indexed.index, selection, order_by, order_dir, offset, 100)[1]
     assert len(walked) == total == len(set(walked))
     assert walked[:250] == [
         position
         for offset in range(0, 250, 50)
-        for position in indexed.index.page(selection, order_by, order_dir, offset, 50)[1]
+        for position in page(indexed.index, selection, order_by, order_dir, offset, 50)[1]
     ]
 
 
@@ -145,9 +164,9 @@ def test_ordered_chunks_give_every_match_in_the_order_sql_gives(
         order_by = rng.choice(list(queries.ORDER_COLUMNS))
         order_dir = rng.choice(queries.ORDER_DIRECTIONS)
         total, expected = sql_page(indexed.dataset, selection, order_by, order_dir, 0, 10**9)
-        chunks = list(indexed.index.ordered(selection, order_by, order_dir, chunk))
-        assert all(0 < len(positions) <= chunk for positions in chunks)
-        found = [int(position) for positions in chunks for position in positions]
+        walked = list(chunks(indexed.index, selection, order_by, order_dir, chunk))
+        assert all(0 < len(positions) <= chunk for positions in walked)
+        found = [int(position) for positions in walked for position in positions]
         assert len(found) == total
         ids = indexed.dataset.rows_at(*queries.results_at(found, queries.Included()))
         assert [str(row["record_id"]) for row in ids] == expected, (selection, order_by)
@@ -158,10 +177,10 @@ def test_ordered_chunks_give_every_match_in_the_order_sql_gives(
 def test_an_export_reads_its_rows_a_chunk_at_a_time(indexed: Indexed) -> None:
     """What keeps an export's memory flat: no batch, and no query, holds more than a chunk."""
     selection = queries.Selection(venues=indexed.venues)
-    total, _ = indexed.index.page(selection, "amount", "asc", 0, 1)
-    chunks = indexed.index.ordered(selection, "amount", "asc", 500)
+    total, _ = page(indexed.index, selection, "amount", "asc", 0, 1)
+    walked = chunks(indexed.index, selection, "amount", "asc", 500)
     included = queries.Included(source=True, relationships=True)
-    batches = indexed.dataset.batches_at(chunks, shape="csv", included=included, size=500)
+    batches = indexed.dataset.batches_at(walked, shape="csv", included=included, size=500)
     sizes = [batch.num_rows for batch in batches]
     assert sum(sizes) == total > 5_000
     assert max(sizes) <= 500 and len(sizes) >= total // 500

@@ -4,7 +4,13 @@ version.py    open a version and check it against its manifest; the questions it
 engine.py     the DuckDB boundary: connection, a cursor per query, the time limit, errors
 watchdog.py   the one thread that interrupts queries past their time limit
 queries.py    the SQL, as named constants over allow-listed columns and bound parameters
-index.py      the results index: which records, in which order, for a page or a download
+index.py      the results index: which records a selection matches, and what they hold
+order.py      the results' matches in an answer's order, by place
+pager.py      one pager for every ordered answer: a page, or a download's chunks
+changes.py    the change list: the changes of the matching lines, by place
+lines.py      a fee line's records, by its id
+classes.py    the class index: per venue, the lowest and highest record compared
+records.py    records by position, as the history answers print them
 rollups.py    the discovery counts, searched in memory
 venues.py     what each venue holds, built from the rollups at open
 watcher.py    the version in use, and the thread that swaps in a newly published one

@@ -15,7 +15,6 @@ by bisecting on the rank, counting each run's matches below it with a binary sea
 """
 
 import itertools
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final, Literal
@@ -77,30 +76,9 @@ class ChangeList:
         self._bounds = np.array(self._arrays["change_bounds"])
         self._class_bounds = np.array(self._arrays["change_class_bounds"])
 
-    def page(
-        self, chosen: ChangeFilter, descending: bool, offset: int, size: int
-    ) -> tuple[int, list[int]]:
-        """The number of matching changes and the page's entries (indexes into the arrays), in
-        change order (reversed when `descending`)."""
-        runs = self._matches(chosen)
-        total = sum(len(run.ranks) for run in runs)
-        if offset >= total:
-            return total, []
-        first = total - offset - size if descending else offset
-        last = total - offset - 1 if descending else offset + size - 1
-        entries = _between(runs, max(first, 0), last, total)
-        return total, (entries[::-1] if descending else entries).tolist()
-
-    def ordered(self, chosen: ChangeFilter, descending: bool, chunk: int) -> Iterator[Array]:
-        """Every matching entry in the answer's order, at most `chunk` at a time."""
-        runs = self._matches(chosen)
-        total = sum(len(run.ranks) for run in runs)
-        for begin in range(0, total, chunk):
-            first, last = begin, min(begin + chunk, total) - 1
-            if descending:
-                first, last = total - 1 - last, total - 1 - first
-            entries = _between(runs, first, last, total)
-            yield entries[::-1] if descending else entries
+    def ordering(self, chosen: ChangeFilter, descending: bool) -> "Changes":
+        """The matching changes in change order (reversed when `descending`), for the pager."""
+        return Changes(self._matches(chosen), descending)
 
     def columns(self, entries: Array) -> dict[str, Array]:
         """The `day`, `type` (a 1-based place in `CHANGE_TYPES`) and records (`before`,
@@ -228,6 +206,22 @@ class ChangeList:
             if len(entries):
                 runs.append(Run(0, entries, ranks))
         return runs
+
+
+class Changes:
+    """The matching changes, in change order or its exact reverse, by place
+    (`service.dataset.pager.Ordering`)."""
+
+    def __init__(self, runs: list[Run], descending: bool) -> None:
+        self._runs = runs
+        self._descending = descending
+        self.total = sum(len(run.ranks) for run in runs)
+
+    def places(self, first: int, last: int) -> Array:
+        if not self._descending:
+            return _between(self._runs, first, last, self.total)
+        end = self.total - 1
+        return _between(self._runs, end - last, end - first, self.total)[::-1]
 
 
 def by_class(read_by_class: int, read_by_venue: int) -> bool:

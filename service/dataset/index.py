@@ -1,19 +1,17 @@
-"""Results pages from the version's index arrays (written by `ingest.serving`), not from SQL.
+"""The results' matches from the version's index arrays (written by `ingest.serving`), not from
+SQL: which records a selection matches, what they hold, and their codes decoded.
 
 Positions follow the files' order: venue, fee type, effective start, record id. So one venue
 and fee type is a contiguous run, sorted by effective start and then by record id. A request's
 venues and fee types pick runs; its date window cuts each run short (a record that starts after
 the window ends cannot overlap it); every other filter is a vectorized test of the run's codes.
-
-The page is then found without ordering every match: the matches are counted per value of the
-sort column, the values that cover the page's positions are picked in serving order, and only
-the records holding those values are ordered by record id (their precomputed rank). Answers are
-the SQL path's answers exactly; `tests/test_results_index.py` compares the two.
+`service.dataset.order` puts the matches in an answer's order; answers are the SQL path's
+answers exactly (`tests/test_results_index.py` compares the two).
 """
 
 import itertools
 import json
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date, timedelta
 from pathlib import Path
@@ -24,18 +22,12 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ingest.layout import CODE_TYPES, CODED, CODES_FILE, NO_END, NO_RECORD, NULL_RANK
+from ingest.layout import CODE_TYPES, CODED, CODES_FILE, NO_END, NO_RECORD
 from ingest.schema import FLAGS
-from service.dataset.queries import ORDER_COLUMNS, RESULT_FILTERS, Selection
+from service.dataset.queries import RESULT_FILTERS, Selection
 
 EPOCH: Final = date(1970, 1, 1)
 Array = npt.NDArray[Any]
-
-# The sort keys' arrays: the allow-listed column's own codes, except for amount (its rank) and
-# ingested_at. Every record of a version has that version's time, and version ids begin with it
-# (`ingest.pipeline`), so the version's code, given in id order (`ingest.serving`), ranks it.
-RANKED_BY: Final = {"amount": "amount_rank", "ingested_at": "version_id"}
-ORDER_ARRAYS: Final = {key: RANKED_BY.get(column, column) for key, column in ORDER_COLUMNS.items()}
 
 
 @dataclass(frozen=True)
@@ -109,8 +101,8 @@ class ResultsIndex:
         self.runs = self._find_runs()
         # Each run's distinct effective starts and where each begins, so requests only read them.
         starts = self._arrays["effective_start"]
-        self._start_groups = {
-            run.start: _sorted_groups(np.asarray(starts[run.start : run.stop]), run.start)
+        self.start_groups = {
+            run.start: sorted_groups(np.asarray(starts[run.start : run.stop]), run.start)
             for run in self.runs
         }
 
@@ -133,7 +125,7 @@ class ResultsIndex:
             key: np.zeros(len(self._names[name]) + 1, np.int64) for key, name in columns.items()
         }
         count, firsts, lasts = 0, [], []
-        for match in self._matches(selection):
+        for match in self.matches(selection):
             at = slice(match.run.start, match.stop) if match.positions is None else match.positions
             for key, seen in wanted.items():
                 seen += np.bincount(self._arrays[columns[key]][at], minlength=len(seen))
@@ -189,114 +181,9 @@ class ResultsIndex:
 
     def count(self, selection: Selection) -> int:
         """The number of matching records."""
-        return sum(match.count for match in self._matches(selection))
+        return sum(match.count for match in self.matches(selection))
 
-    def page(
-        self, selection: Selection, order_by: str, order_dir: str, offset: int, size: int
-    ) -> tuple[int, list[int]]:
-        """The number of matching records and the positions of the page's records, in order."""
-        column = ORDER_ARRAYS[order_by]
-        matches = self._matches(selection)
-        total = sum(match.count for match in matches)
-        if offset >= total:
-            return total, []
-        values, ends = self._sort_values(matches, column, order_dir)
-        first = int(np.searchsorted(ends, offset, side="right"))
-        last = int(np.searchsorted(ends, offset + size - 1, side="right"))
-        skip = offset - (int(ends[first - 1]) if first else 0)
-        ranked = self._ranked(matches, column, values[first : last + 1], skip + size)
-        return total, ranked[skip : skip + size].tolist()
-
-    def ordered(
-        self, selection: Selection, order_by: str, order_dir: str, chunk: int
-    ) -> Iterator[Array]:
-        """The positions of every matching record in the answer's order, at most `chunk` at a
-        time. Only the records of the sort values in hand are ordered at once, so memory
-        follows the chunk (or the one sort value held by more records), not the selection."""
-        column = ORDER_ARRAYS[order_by]
-        matches = self._matches(selection)
-        if not matches:
-            return
-        values, ends = self._sort_values(matches, column, order_dir)
-        first = 0
-        while first < len(values):
-            done = int(ends[first - 1]) if first else 0
-            last = max(first, int(np.searchsorted(ends, done + chunk, side="right")) - 1)
-            ranked = self._ranked(matches, column, values[first : last + 1], None)
-            for begin in range(0, len(ranked), chunk):
-                yield ranked[begin : begin + chunk]
-            first = last + 1
-
-    def _sort_values(
-        self, matches: list["Match"], column: str, order_dir: str
-    ) -> tuple[Array, Array]:
-        """The sort values held by the matches, in the answer's order (nulls last in both
-        directions), and the running count of records up to and including each."""
-        found = [self._histogram(match, column) for match in matches]
-        values, inverse = np.unique(np.concatenate([v for v, _ in found]), return_inverse=True)
-        counts = np.bincount(inverse, weights=np.concatenate([c for _, c in found]))
-        order = np.arange(len(values))
-        if order_dir == "desc":
-            order = order[::-1]
-        missing = values == _null_of(column)
-        order = np.concatenate([order[~missing[order]], order[missing[order]]])
-        return values[order], np.cumsum(counts[order]).astype(np.int64)
-
-    def _ranked(
-        self, matches: list["Match"], column: str, chosen: Array, wanted: int | None
-    ) -> Array:
-        """The positions of the matches holding one of `chosen` (sort values in the answer's
-        order), ordered by value and then record id; only the first `wanted` when given."""
-        by_value = np.argsort(chosen)
-        ascending = chosen[by_value]
-        positions = np.concatenate([self._holding(match, column, ascending) for match in matches])
-        place = by_value[np.searchsorted(ascending, self._arrays[column][positions])]
-        keys = (place.astype(np.uint64) << np.uint64(32)) | self._arrays["record_rank"][
-            positions
-        ].astype(np.uint64)
-        if wanted is not None and wanted < len(keys):  # only the first `wanted` need sorting
-            picked = np.argpartition(keys, wanted - 1)[:wanted]
-            positions, keys = positions[picked], keys[picked]
-        return positions[np.argsort(keys)]  # keys are unique (they hold the record's rank)
-
-    def _histogram(self, match: "Match", column: str) -> tuple[Array, Array]:
-        """The sort values of a run's matches and how many matches hold each."""
-        run = match.run
-        if column in ("exchange", "fee_type"):  # one value per run
-            return np.array([getattr(run, column)]), np.array([match.count])
-        if column == "effective_start" and match.positions is None:
-            days, bounds = self._start_groups[run.start]
-            ends = np.clip(np.append(bounds[1:], run.stop), run.start, match.stop)
-            begins = np.clip(bounds, run.start, match.stop)
-            return days, ends - begins
-        held = self._values(match, column)
-        if column == "effective_start":  # sorted within a run: no need to sort again
-            days, bounds = _sorted_groups(held, 0)
-            return days, np.diff(np.append(bounds, len(held)))
-        values, counts = np.unique(held, return_counts=True)
-        return values, counts
-
-    def _holding(self, match: "Match", column: str, chosen: Array) -> Array:
-        """The positions of a run's matches whose sort value is one of `chosen` (sorted)."""
-        run = match.run
-        if column in ("exchange", "fee_type"):
-            if getattr(run, column) not in chosen:
-                return np.empty(0, dtype=np.int64)
-            return match.all_positions()
-        if column == "effective_start" and match.positions is None:
-            starts = self._arrays["effective_start"][run.start : match.stop]
-            low = int(np.searchsorted(starts, chosen[0], side="left"))
-            high = int(np.searchsorted(starts, chosen[-1], side="right"))
-            return np.arange(run.start + low, run.start + high, dtype=np.int64)
-        positions = match.all_positions()
-        return positions[np.isin(self._arrays[column][positions], chosen)]
-
-    def _values(self, match: "Match", column: str) -> Array:
-        if match.positions is None:
-            return np.asarray(self._arrays[column][match.run.start : match.stop])
-        return np.asarray(self._arrays[column][match.positions])
-
-    def _matches(self, selection: Selection) -> list["Match"]:
+    def matches(self, selection: Selection) -> list["Match"]:
         """Each selected run with the part of it that matches."""
         wanted = self.wanted_codes(selection)
         if wanted is None:
@@ -363,15 +250,10 @@ class ResultsIndex:
         return wanted
 
 
-def _sorted_groups(values: Array, first: int) -> tuple[Array, Array]:
+def sorted_groups(values: Array, first: int) -> tuple[Array, Array]:
     """The distinct values of a sorted array and where each begins (counted from `first`)."""
     bounds = np.concatenate([[0], np.flatnonzero(np.diff(values)) + 1])
     return values[bounds], bounds + first
-
-
-def _null_of(column: str) -> int:
-    """The stored value of a missing sort value (effective_start is required: none)."""
-    return {"amount_rank": int(NULL_RANK), "effective_start": -1}.get(column, 0)
 
 
 def _lookup(codes: list[int], column: str) -> Array:

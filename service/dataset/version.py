@@ -25,12 +25,13 @@ from ingest import layout
 from ingest.layout import COUNTED, INDEX_DIR, SERVING_FILE, read_manifest, sql_string
 from ingest.schema import SCHEMA_VERSION
 from service.accounts import Account
-from service.dataset import queries
+from service.dataset import pager, queries
 from service.dataset.changes import ChangeFilter, ChangeList
 from service.dataset.classes import ClassIndex, Spread
 from service.dataset.engine import Engine
 from service.dataset.index import EPOCH, Array, Holding, ResultsIndex
 from service.dataset.lines import LineIndex
+from service.dataset.order import ResultsOrder
 from service.dataset.records import Records
 from service.dataset.rollups import ENCODED, DiscoveryCounts, read_rollup
 from service.dataset.venues import DETAIL_COLUMNS, coverage_of, venues_of, versions_of
@@ -146,22 +147,32 @@ class Dataset:
     # ---- the questions the handlers ask (they never reach past these into the parts)
 
     def results_page(
-        self, selection: queries.Selection, order: tuple[str, str], offset: int, size: int,
+        self,
+        selection: queries.Selection,
+        order: tuple[str, str],
+        offset: int,
+        size: int,
         included: queries.Included,
     ) -> tuple[int, list[dict[str, Any]]]:
         """How many records match, and one page of them in the order asked (`order`: column,
         direction): the index finds the page from its counts per sort value, rather than by
         ordering every match, so a deep page costs about what the first one does."""
-        total, positions = self.index.page(selection, *order, offset, size)
+        ordering = ResultsOrder(self.index, self.index.matches(selection), *order)
+        total, positions = pager.page(ordering, offset, size)
         return total, self.rows_at(*queries.results_at(positions, included))
 
     def results_batches(
-        self, selection: queries.Selection, order: tuple[str, str], shape: str,
-        included: queries.Included, size: int,
+        self,
+        selection: queries.Selection,
+        order: tuple[str, str],
+        shape: str,
+        included: queries.Included,
+        size: int,
     ) -> Iterator[pa.RecordBatch]:
         """Every match in the order asked, as Arrow batches of `size` shaped for a download;
         the index orders positions a chunk at a time, so memory stays flat."""
-        chunks = self.index.ordered(selection, *order, size)
+        matches = self.index.matches(selection)
+        chunks = pager.chunks(ResultsOrder(self.index, matches, *order, streamed=True), size)
         return self.batches_at(chunks, shape=shape, included=included, size=size)
 
     def supplier_page(
@@ -169,7 +180,9 @@ class Dataset:
     ) -> tuple[int, list[dict[str, Any]]]:
         """How many records match, and those from `offset` in effective-start order (then by
         id), as the supplier family shows them."""
-        total, positions = self.index.page(selection, "effective_start", "asc", offset, limit)
+        matches = self.index.matches(selection)
+        ordering = ResultsOrder(self.index, matches, "effective_start", "asc")
+        total, positions = pager.page(ordering, offset, limit)
         return total, self.rows_at(*queries.supplier_records_at(positions, as_of))
 
     def count(self, selection: queries.Selection) -> int:
@@ -206,14 +219,16 @@ class Dataset:
         """How many changes match, and the change list's entries of one page of them."""
         if chosen is None:
             return 0, np.empty(0, np.int64)
-        total, entries = self.changes.page(chosen, descending, offset, size)
+        total, entries = pager.page(self.changes.ordering(chosen, descending), offset, size)
         return total, np.asarray(entries, np.int64)
 
     def changes_ordered(
         self, chosen: ChangeFilter | None, descending: bool, size: int
     ) -> Iterable[Array]:
         """Every matching change's entries, a chunk of `size` at a time."""
-        return [] if chosen is None else self.changes.ordered(chosen, descending, size)
+        if chosen is None:
+            return []
+        return pager.chunks(self.changes.ordering(chosen, descending), size)
 
     def change_sides(self, entries: Array) -> tuple[dict[str, Array], list[pa.Table]]:
         """The changes at `entries`: their columns (type, day, the records before and after)
