@@ -1,6 +1,22 @@
 """One version's build: its raw files read, checked and sorted into the serving table, the
 rejected rows accounted for, and the records written with what is derived from them, into a
-staging directory (`ingest.pipeline` publishes it)."""
+staging directory (`ingest.pipeline` publishes it).
+
+The steps of `build` hand each other small values, and the rows themselves as tables of the one
+connection: at 10M rows the records outgrow memory, and a DuckDB table (spilling to
+`work/spill`) moves them from step to step without a copy. Which step makes what:
+
+    _sort_rows            files, line_map, problems (empty), previous; attaches the serving
+                          file and fills serving.rows, with an ENUM type per vocabulary column
+    _list_rule_problems   rejected, and the problems of its rows; reads files and line_map
+    _settle_records       deletes later duplicates from serving.rows, then settles the lines'
+                          lives (`ingest.lives`): collapses repeated readings, rejects records
+                          in conflict listing their problems, derives ends and confirmations;
+                          reads files and line_map
+    _account_rejects      reads problems, files and line_map; writes rejects.csv
+    _write_records        reads serving.rows; detaches the serving file when the index is
+                          written, last
+"""
 
 import sys
 from collections.abc import Iterable, Iterator
@@ -64,23 +80,7 @@ def build(
 ) -> Built:
     """Read, check and write one version's files into `work/version`: sort the valid rows,
     account for the rejected ones, write the records and what is derived from them, then the
-    registry and the manifest.
-
-    The steps hand each other small values, and the rows themselves as tables of the one
-    connection: at 10M rows the records outgrow memory, and a DuckDB table (spilling to
-    `work/spill`) moves them from step to step without a copy. Which step makes what:
-
-        _sort_rows            files, line_map, problems (empty), previous; attaches the
-                              serving file and fills serving.rows, with an ENUM type per
-                              vocabulary column
-        _list_rule_problems   rejected, and the problems of its rows; reads files and line_map
-        _settle_records       deletes later duplicates from serving.rows, then settles the
-                              lines' lives (`ingest.lives`): collapses repeated readings,
-                              rejects records in conflict listing their problems, derives
-                              ends and confirmations; reads files and line_map
-        _account_rejects      reads problems, files and line_map; writes rejects.csv
-        _write_records        reads serving.rows; detaches the serving file when the index is
-                              written, last"""
+    registry and the manifest (the module docstring says which step makes what)."""
     version = work / "version"
     version.mkdir()
     con = duckdb.connect()

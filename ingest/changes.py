@@ -63,7 +63,8 @@ def write_changes(
 ) -> None:
     """Write the change list (`CHANGE_FILES`) of the records in `records` into `index/`, from
     the results index's arrays (`coded`: periods and venue codes by position), the records'
-    classes and the line index (`line_order`, `line_bounds`)."""
+    classes and the line index (`line_order`, `line_bounds`). Each array is let go once saved
+    (at 10M records the lists are 200 MB): the steps hand them on in dicts they empty."""
     seen = con.execute(SEEN.format(records=records)).fetchnumpy()["seen"]
     periods = coded["effective_start"], coded["effective_end"]
     day, kind, before, after, line = _changes(*lines, *periods, seen)
@@ -75,39 +76,45 @@ def write_changes(
     rank = np.empty(len(by_change), dtype=np.uint32)
     rank[by_change] = np.arange(len(by_change), dtype=np.uint32)
     record = np.where(after == NO_RECORD, before, after)  # the line's, for its venue and class
-    exchange = coded["exchange"]
-    venue = exchange[record]
-    # Grouped by venue, in change order within each (a stable sort of the small codes).
-    order = by_change[np.argsort(venue[by_change], kind="stable")]
-    bounds = np.searchsorted(venue[order], np.arange(int(np.iinfo(exchange.dtype).max) + 2))
-    klass = classes[record]
+    venue, klass = coded["exchange"][record], classes[record]
     del record
-    # Saved one at a time, each let go once saved: at 10M records the lists are 200 MB.
-    arrays = {
-        "change_day": day,
-        "change_type": kind,
-        "change_before": before,
-        "change_after": after,
-        "change_rank": rank,
-        "change_class": klass,
-    }
+    saved = {"change_day": day, "change_type": kind, "change_before": before,
+             "change_after": after, "change_rank": rank, "change_class": klass}  # fmt: skip
     del day, before, after
-    for name in list(arrays):
-        np.save(index / f"{name}.npy", arrays.pop(name)[order])
+    order = _save_by_venue(index, saved, venue, by_change, coded["exchange"].dtype)
+    held = {"by_change": by_change, "order": order, "rank": rank, "venue": venue, "type": kind}
+    del by_change, order, rank, venue, kind
+    _save_by_class(index, held, klass)
+
+
+def _save_by_venue(
+    index: Path, saved: dict[str, Array], venue: Array, by_change: Array, codes: np.dtype
+) -> Array:
+    """Save the arrays of `saved` grouped by venue, in change order within each (a stable sort
+    of the small codes), emptying it, and each venue's bounds; returns that order."""
+    order = by_change[np.argsort(venue[by_change], kind="stable")]
+    bounds = np.searchsorted(venue[order], np.arange(int(np.iinfo(codes).max) + 2))
+    for name in list(saved):
+        np.save(index / f"{name}.npy", saved.pop(name)[order])
     np.save(index / "change_bounds.npy", bounds.astype(np.int64))
-    # Grouped by class, in change order within each: the entries (their places in the venue
-    # grouping), and the ranks, venues and types a filter reads there.
+    return order
+
+
+def _save_by_class(index: Path, held: dict[str, Array], klass: Array) -> None:
+    """Save the grouping by class, in change order within each: the entries (their places in
+    the venue grouping `held["order"]`), and the ranks, venues and types a filter reads there;
+    `held` is emptied as they are saved."""
+    by_change = held.pop("by_change")
     by_class = by_change[np.argsort(klass[by_change], kind="stable")]
     del by_change
+    order = held.pop("order")
     entry = np.empty(len(order), dtype=np.uint32)
     entry[order] = np.arange(len(order), dtype=np.uint32)
     del order
     np.save(index / "change_by_class.npy", entry[by_class])
     del entry
-    np.save(index / "change_class_rank.npy", rank[by_class])
-    np.save(index / "change_class_venue.npy", venue[by_class])
-    np.save(index / "change_class_type.npy", kind[by_class])
-    del rank, venue, kind
+    for name in ("rank", "venue", "type"):
+        np.save(index / f"change_class_{name}.npy", held.pop(name)[by_class])
     counts = np.bincount(klass, minlength=CLASSES)
     np.save(index / "change_class_bounds.npy", np.concatenate(([0], np.cumsum(counts))))
 

@@ -50,6 +50,41 @@ columns mean: `docs/raw-format.md`, "Provenance".
 """
 
 
+# The report's plain tables: a title, what stands above the rows, the query, and a row's form.
+PROVENANCE_TABLE: Final = (
+    "By provenance",
+    "| source_kind | date_basis | records | of which uncertain |\n|---|---|---:|---:|",
+    BY_PROVENANCE,
+    "| {} | {} | {:,} | {:,} |",
+)
+CATEGORY_TABLE: Final = (
+    "By category",
+    "| fee_category | records | venues | sources |\n|---|---:|---:|---:|",
+    BY_CATEGORY,
+    "| {} | {:,} | {} | {} |",
+)
+OPEN_ENDS_TABLE: Final = (
+    "Open ends by the year of their start",
+    "A record with no known end counts as in force on any later day (an `as_of` query, "
+    "`GET /compare/`): the older its start, the longer that rests on no later reading. "
+    "The last column counts those of them marked `uncertain`.\n\n"
+    "| start year | open-ended records | venues | of which uncertain |\n"
+    "|---|---:|---:|---:|",
+    OPEN_ENDS,
+    "| {} | {:,} | {} | {:,} |",
+)
+SCHEDULES_TABLE: Final = (
+    "Complete schedules",
+    "The schedules read whole for a scope, each ending on the day before its date every "
+    'open line of that scope it does not list (`docs/raw-format.md`, "Complete '
+    'schedules"). A venue not listed has none read whole.\n\n'
+    "| venue | fee type | scope | as of | lines listed | source |\n"
+    "|---|---|---|---|---:|---|",
+    COMPLETE_SCHEDULES,
+    "| {} | {} | {} | {} | {} | {} |",
+)
+
+
 def render(con: duckdb.DuckDBPyConnection) -> str:
     """The report, as Markdown, of the version `con` has open (`ingest.query.open_version`)."""
     rows = con.execute(COVERAGE).fetchall()  # per venue and category, the grand total last
@@ -57,57 +92,24 @@ def render(con: duckdb.DuckDBPyConnection) -> str:
     lines = [
         HEADER,
         *_headline(rows),
-        *_table(
-            "By provenance",
-            "| source_kind | date_basis | records | of which uncertain |\n|---|---|---:|---:|",
-            (
-                f"| {kind} | {basis} | {count:,} | {doubt:,} |"
-                for kind, basis, count, doubt in con.execute(BY_PROVENANCE).fetchall()
-            ),
-        ),
-        *_table(
-            "By category",
-            "| fee_category | records | venues | sources |\n|---|---:|---:|---:|",
-            (
-                f"| {category} | {count:,} | {venues} | {sources} |"
-                for category, count, venues, sources in con.execute(BY_CATEGORY).fetchall()
-            ),
-        ),
+        *_plain(con, PROVENANCE_TABLE),
+        *_plain(con, CATEGORY_TABLE),
         *_by_venue(rows[:-1]),
         "",
-        *_table(
-            "Open ends by the year of their start",
-            "A record with no known end counts as in force on any later day (an `as_of` query, "
-            "`GET /compare/`): the older its start, the longer that rests on no later reading. "
-            "The last column counts those of them marked `uncertain`.\n\n"
-            "| start year | open-ended records | venues | of which uncertain |\n"
-            "|---|---:|---:|---:|",
-            (
-                f"| {year} | {count:,} | {venues} | {doubt:,} |"
-                for year, count, venues, doubt in con.execute(OPEN_ENDS).fetchall()
-            ),
-        ),
+        *_plain(con, OPEN_ENDS_TABLE),
         *_stale(con),
         *_standard(con),
-        *_table(
-            "Complete schedules",
-            "The schedules read whole for a scope, each ending on the day before its date every "
-            "open line of that scope it does not list (`docs/raw-format.md`, \"Complete "
-            "schedules\"). A venue not listed has none read whole.\n\n"
-            "| venue | fee type | scope | as of | lines listed | source |\n"
-            "|---|---|---|---|---:|---|",
-            (
-                f"| {venue} | {fee_type} | {scope} | {day} | {count} | {url} |"
-                for venue, fee_type, scope, day, count, url in con.execute(
-                    COMPLETE_SCHEDULES
-                ).fetchall()
-            ),
-        ),
+        *_plain(con, SCHEDULES_TABLE),
         "## Venues with no records",
         "",
         *(empty or ["None."]),
     ]
     return "\n".join(lines) + "\n"
+
+
+def _plain(con: duckdb.DuckDBPyConnection, table: tuple[str, str, str, str]) -> list[str]:
+    title, head, query, row = table
+    return _table(title, head, (row.format(*values) for values in con.execute(query).fetchall()))
 
 
 def _stale(con: duckdb.DuckDBPyConnection) -> list[str]:
@@ -143,7 +145,7 @@ def _standard(con: duckdb.DuckDBPyConnection) -> list[str]:
         "Standard rates confirmed, by year",
         "Per venue and asset class with transaction fees, the years in which a source shows "
         "its standard rate in force: `M` to add liquidity (make), `T` to remove it (take), "
-        "`-` neither (`docs/raw-format.md`, \"Standard rates\"). A year with neither rests on "
+        '`-` neither (`docs/raw-format.md`, "Standard rates"). A year with neither rests on '
         "a reading from another year.\n\n"
         f"| venue | fee type | {head} |\n|---|---|{'---|' * len(years)}",
         (

@@ -12,11 +12,11 @@ from pathlib import Path
 from typing import Any
 
 from ingest import layout, publish
-from ingest.build import build
+from ingest.build import Built, build
 from ingest.errors import IngestError
 from ingest.failures import storage_errors
 from ingest.rawfiles import RawFile, find_raw_files, inspect_file
-from ingest.registry import load_registry
+from ingest.registry import Venue, load_registry
 from ingest.schema import SCHEMA_VERSION
 from ingest.storage import Storage, is_s3, open_storage
 
@@ -65,21 +65,38 @@ def run_ingest(
             return unchanged
         created = now or datetime.now(UTC)
         version_id = f"{created:%Y%m%dT%H%M%S%fZ}-{digest[:8]}"
-        work = publish.staging_dir(storage.root, version_id)
-        try:
-            previous = storage.previous_fees(current, work) if current is not None else None
-            result = build(work, files, venues, previous, strict, memory_limit, version_id, created)
-            result.manifest["input_digest"] = digest
-            publish.write_manifest(work / "version", result.manifest)
-            publish.publish_to(storage, work / "version", version_id)
-        finally:
-            shutil.rmtree(work, ignore_errors=True)
+        inputs = (files, venues, digest)
+        result = _publish_new(storage, current, inputs, version_id, created, strict, memory_limit)
         pruned = publish.prune_in(storage, keep=keep)
     counts = {name: result.manifest[name] for name in COUNTS}
     return IngestResult(
         changed=True, version_id=version_id, version_dir=_where(data_dir, version_id),
         pruned=pruned, first_rejects=result.first_rejects, **counts,
     )  # fmt: skip
+
+
+def _publish_new(
+    storage: Storage,
+    current: str | None,
+    inputs: tuple[list[RawFile], list[Venue], str],
+    version_id: str,
+    created: datetime,
+    strict: bool,
+    memory_limit: str,
+) -> Built:
+    """Build the version of `inputs` (the raw files, the registry, their digest) in a staging
+    directory beside the versions, and publish it; the staging directory goes either way."""
+    files, venues, digest = inputs
+    work = publish.staging_dir(storage.root, version_id)
+    try:
+        previous = storage.previous_fees(current, work) if current is not None else None
+        result = build(work, files, venues, previous, strict, memory_limit, version_id, created)
+        result.manifest["input_digest"] = digest
+        publish.write_manifest(work / "version", result.manifest)
+        publish.publish_to(storage, work / "version", version_id)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return result
 
 
 def _inspect_all(raw_dir: Path) -> list[RawFile]:

@@ -154,9 +154,7 @@ FLAG_VALUES: Final = ("false", "true")
 FLAGS: Final = ("uncertain", "standard")
 
 # Every column whose values form a closed set: the vocabularies and the flags.
-CLOSED_VALUES: Final[dict[str, tuple[str, ...]]] = VOCABULARIES | dict.fromkeys(
-    FLAGS, FLAG_VALUES
-)
+CLOSED_VALUES: Final[dict[str, tuple[str, ...]]] = VOCABULARIES | dict.fromkeys(FLAGS, FLAG_VALUES)
 
 # The kinds of source that name one (`source_document` and `source_url` required).
 SOURCED_KINDS: Final = ("primary", "secondary")

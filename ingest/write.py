@@ -23,17 +23,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ingest.layout import LINE_TEXT, SERVING_FILE, TEXT_ID, sql_string
+from ingest.rules import BROKEN, allowed_values, rule_parameters
 from ingest.schema import FEE_COLUMNS, PUBLISHED_REQUIRED, VOCABULARIES
 from ingest.serving import DETACH, RECORDS, attach
-from ingest.stage import (
-    BROKEN,
-    LINE_ID,
-    RECORD_ID,
-    TRIMMED_ROWS,
-    RawRows,
-    allowed_values,
-    rule_parameters,
-)
+from ingest.stage import LINE_ID, RECORD_ID, TRIMMED_ROWS, RawRows
 from ingest.units import AMOUNT, CURRENCY, FORM, UNIT
 
 # What each published column is made of; columns not listed are copied as they are. The sorted
@@ -69,7 +62,7 @@ DERIVED: Final = {
 # `tests/test_ingest.py` checks the order of a table of several row groups.
 AFTER_SORT: Final = ("amount", "currency", "unit", "source_file", "source_line")
 
-# Columns of a known set of values (`ingest.stage.allowed_values`: venue codes, vocabularies) go
+# Columns of a known set of values (`ingest.rules.allowed_values`: venue codes, vocabularies) go
 # through the sort as ENUMs: one byte each instead of a string (5M rows: the query 1.2-1.4 s
 # faster, 2.5 CPU-seconds less). Each ENUM lists its values sorted, so it orders as its text
 # does; a kept row's value is always among them, as the rules reject any other.
