@@ -111,7 +111,10 @@
   // "add" finds "adding" and "added", while "displayed" does not find "non-displayed" (a
   // hyphenated word is one word).
   function wordsOf(text) {
-    return text.toLowerCase().split(/[^\p{L}\p{N}$.%-]+/u).filter(Boolean);
+    return text
+      .toLowerCase()
+      .split(/[^\p{L}\p{N}$.%-]+/u)
+      .filter(Boolean);
   }
 
   // The API's units (README, "Amounts and units"), as a sentence says them.
@@ -228,33 +231,9 @@
         el("p", {}, String(error)),
       );
     }
-    if (error.status === 401) {
-      return el(
-        "section",
-        { id: "key-prompt", class: "notice" },
-        el("h2", {}, "An API key is needed"),
-        el(
-          "p",
-          {},
-          key ? "The service did not accept this key." : "Enter an API key to see the data.",
-        ),
-        keyForm("prompt-key"),
-      );
-    }
+    if (error.status === 401) return keyPrompt();
     const retry = el("button", { type: "button", onclick: render }, "Retry");
-    if (error.status === 429) {
-      const seconds = error.retryAfter || 1;
-      setTimeout(function () {
-        if (view.contains(retry)) render();
-      }, seconds * 1000);
-      return el(
-        "section",
-        { id: "rate-limited", class: "notice" },
-        el("h2", {}, "Too many requests"),
-        el("p", {}, "This key's rate limit is spent. Retrying in " + seconds + " s."),
-        retry,
-      );
-    }
+    if (error.status === 429) return rateLimited(error, retry);
     const titles = { 0: "No answer", 403: "Outside this key's scope", 404: "Not found" };
     return el(
       "section",
@@ -262,6 +241,35 @@
       el("h2", {}, titles[error.status] || "The service answered " + error.status),
       el("p", {}, error.message),
       error.status === 0 || error.status >= 500 ? retry : null,
+    );
+  }
+
+  function keyPrompt() {
+    return el(
+      "section",
+      { id: "key-prompt", class: "notice" },
+      el("h2", {}, "An API key is needed"),
+      el(
+        "p",
+        {},
+        key ? "The service did not accept this key." : "Enter an API key to see the data.",
+      ),
+      keyForm("prompt-key"),
+    );
+  }
+
+  // A 429: the page tries again once the service says the key may.
+  function rateLimited(error, retry) {
+    const seconds = error.retryAfter || 1;
+    setTimeout(function () {
+      if (view.contains(retry)) render();
+    }, seconds * 1000);
+    return el(
+      "section",
+      { id: "rate-limited", class: "notice" },
+      el("h2", {}, "Too many requests"),
+      el("p", {}, "This key's rate limit is spent. Retrying in " + seconds + " s."),
+      retry,
     );
   }
 
@@ -296,29 +304,14 @@
     const venues = (await get("/exchanges/")).data;
     const asked = params.get("venue");
     const picker = venuePicker(venues, asked || "");
+    const pick = (note) => [el("h2", {}, "Pick a venue"), picker, note];
     if (!asked) {
-      return [
-        el("h2", {}, "Pick a venue"),
-        picker,
-        el("p", { class: "empty" }, "Type a venue's code, name or alias, then Show."),
-      ];
+      return pick(el("p", { class: "empty" }, "Type a venue's code, name or alias, then Show."));
     }
-    // Details resolve an alias to the venue's code (404 for a name nobody uses, or a venue
-    // with no records): then the picker stays, to try another.
-    let venue;
-    try {
-      venue = (await get("/exchanges/" + encodeURIComponent(asked))).data;
-    } catch (error) {
-      if (!(error instanceof Failure) || error.status !== 404) throw error;
-      return [
-        el("h2", {}, "Pick a venue"),
-        picker,
-        el(
-          "p",
-          { class: "notice error", id: "no-venue" },
-          `No venue with records is called “${asked}”.`,
-        ),
-      ];
+    const venue = await venueNamed(asked);
+    if (venue === null) {
+      const note = `No venue with records is called “${asked}”.`;
+      return pick(el("p", { class: "notice error", id: "no-venue" }, note));
     }
     if (venue.name !== asked) {
       params.set("venue", venue.name);
@@ -340,6 +333,17 @@
       el("h3", {}, "Current fee lines"),
       linesTable(lines, params),
     ];
+  }
+
+  // Details resolve an alias to the venue's code; null for a name nobody uses, or a venue with
+  // no records (a 404): then the picker stays, to try another.
+  async function venueNamed(asked) {
+    try {
+      return (await get("/exchanges/" + encodeURIComponent(asked))).data;
+    } catch (error) {
+      if (!(error instanceof Failure) || error.status !== 404) throw error;
+      return null;
+    }
   }
 
   function venuePicker(venues, chosen) {
@@ -431,36 +435,7 @@
     );
     months.forEach(function (month, index) {
       const x = left + index * band;
-      const count = total(month.counts);
-      const detail = categories
-        .filter((c) => month.counts[c])
-        .map((c) => `${words(c)} ${month.counts[c]}`);
-      const group = draw(
-        "g",
-        { class: "month", "data-month": month.month, "data-end": month.end, "data-total": count },
-        draw(
-          "title",
-          {},
-          `${month.month}: ${count} lines in force on ${month.end}` +
-            (detail.length ? ` (${detail.join(", ")})` : ""),
-        ),
-      );
-      let stacked = 0;
-      categories.forEach(function (category, place) {
-        const n = month.counts[category];
-        if (!n) return;
-        group.append(
-          draw("rect", {
-            class: "category-" + place,
-            x: x + 0.5,
-            width: Math.max(band - 1, 1),
-            y: y(stacked + n),
-            height: y(stacked) - y(stacked + n),
-          }),
-        );
-        stacked += n;
-      });
-      chart.append(group);
+      chart.append(coverageMonth(month, categories, { x, band, y }));
       if (month.month.endsWith("-01") || index === 0) {
         chart.append(draw("text", { class: "tick", x: x, y: height - 6 }, month.month.slice(0, 4)));
       }
@@ -473,6 +448,40 @@
       ),
     );
     return el("figure", {}, chart, el("figcaption", {}, legend));
+  }
+
+  // One month's bar: a rectangle per category with lines in force, stacked, at `x`.
+  function coverageMonth(month, categories, { x, band, y }) {
+    const count = total(month.counts);
+    const detail = categories
+      .filter((c) => month.counts[c])
+      .map((c) => `${words(c)} ${month.counts[c]}`);
+    const group = draw(
+      "g",
+      { class: "month", "data-month": month.month, "data-end": month.end, "data-total": count },
+      draw(
+        "title",
+        {},
+        `${month.month}: ${count} lines in force on ${month.end}` +
+          (detail.length ? ` (${detail.join(", ")})` : ""),
+      ),
+    );
+    let stacked = 0;
+    categories.forEach(function (category, place) {
+      const n = month.counts[category];
+      if (!n) return;
+      group.append(
+        draw("rect", {
+          class: "category-" + place,
+          x: x + 0.5,
+          width: Math.max(band - 1, 1),
+          y: y(stacked + n),
+          height: y(stacked) - y(stacked + n),
+        }),
+      );
+      stacked += n;
+    });
+    return group;
   }
 
   // Charts are drawn at the width they are shown at (at most 960 px), so their text keeps
@@ -566,57 +575,18 @@
   }
 
   function linesTable(lines, params) {
-    const state = {
-      q: params.get("q") || "",
-      category: params.get("category") || "",
-      sort: params.get("sort") || "fee_charge_type",
-      dir: params.get("dir") === "desc" ? "desc" : "asc",
-    };
-    const categories = [...new Set(lines.map((line) => line.fee_category))].sort();
-    const search = el("input", {
-      id: "line-filter",
-      type: "search",
-      placeholder: "add displayed, tier 1…",
-    });
-    search.value = state.q;
-    const category = el(
-      "select",
-      { id: "category-filter" },
-      el("option", { value: "" }, "every category"),
-      categories.map((c) => el("option", { value: c }, words(c))),
-    );
-    category.value = state.category;
+    const state = linesState(params);
+    const { search, category } = lineFilters(lines, state);
     const body = el("tbody");
     const head = el("tr");
     const count = el("p", { class: "count", id: "line-count" });
     const table = el("table", { class: "lines" }, el("thead", {}, head), body);
 
     function update() {
-      const params = new URLSearchParams(window.location.search);
-      for (const [name, value] of Object.entries(state)) {
-        if (value) params.set(name, value);
-        else params.delete(name);
-      }
-      go(Object.fromEntries(params), true);
-      const terms = wordsOf(state.q);
-      const sorter = compareValues(
-        LINE_COLUMNS.find((c) => c.key === state.sort) || LINE_COLUMNS[0],
-        state.dir === "asc" ? 1 : -1,
-      );
-      const visible = lines
-        .filter((line) => !state.category || line.fee_category === state.category)
-        .filter((line) => hasEveryWord(line, terms))
-        .sort(sorter);
+      keepInAddress(state);
+      const visible = linesShown(lines, state);
       head.replaceChildren(...LINE_COLUMNS.map((column) => sortHeader(column, state, update)));
-      body.replaceChildren(
-        ...visible.map((line) =>
-          el(
-            "tr",
-            { "data-line-id": line.line_id },
-            LINE_COLUMNS.map((c) => el("td", { class: c.nowrap ? "nowrap" : null }, cell(line, c))),
-          ),
-        ),
-      );
+      body.replaceChildren(...visible.map(lineRow));
       count.textContent = `${visible.length} of ${lines.length} lines`;
     }
 
@@ -643,6 +613,66 @@
       ),
       el("div", { class: "scroll" }, table),
     ];
+  }
+
+  // The lines table's choices, as the link carries them.
+  function linesState(params) {
+    return {
+      q: params.get("q") || "",
+      category: params.get("category") || "",
+      sort: params.get("sort") || "fee_charge_type",
+      dir: params.get("dir") === "desc" ? "desc" : "asc",
+    };
+  }
+
+  // The address carries the table's choices (an empty one left out), so a link shows the same.
+  function keepInAddress(state) {
+    const params = new URLSearchParams(window.location.search);
+    for (const [name, value] of Object.entries(state)) {
+      if (value) params.set(name, value);
+      else params.delete(name);
+    }
+    go(Object.fromEntries(params), true);
+  }
+
+  // The lines table's word filter and category choice, showing the state the link carries.
+  function lineFilters(lines, state) {
+    const categories = [...new Set(lines.map((line) => line.fee_category))].sort();
+    const search = el("input", {
+      id: "line-filter",
+      type: "search",
+      placeholder: "add displayed, tier 1…",
+    });
+    search.value = state.q;
+    const category = el(
+      "select",
+      { id: "category-filter" },
+      el("option", { value: "" }, "every category"),
+      categories.map((c) => el("option", { value: c }, words(c))),
+    );
+    category.value = state.category;
+    return { search, category };
+  }
+
+  // The lines of the category chosen holding every word typed, in the order chosen.
+  function linesShown(lines, state) {
+    const terms = wordsOf(state.q);
+    const sorter = compareValues(
+      LINE_COLUMNS.find((c) => c.key === state.sort) || LINE_COLUMNS[0],
+      state.dir === "asc" ? 1 : -1,
+    );
+    return lines
+      .filter((line) => !state.category || line.fee_category === state.category)
+      .filter((line) => hasEveryWord(line, terms))
+      .sort(sorter);
+  }
+
+  function lineRow(line) {
+    return el(
+      "tr",
+      { "data-line-id": line.line_id },
+      LINE_COLUMNS.map((c) => el("td", { class: c.nowrap ? "nowrap" : null }, cell(line, c))),
+    );
   }
 
   // ------------------------------------------------------------------ the fee line view
@@ -770,11 +800,7 @@
     const confirmed = Math.min(scale.time(record.confirmed_through) + DAY_MS, end);
     const changed =
       previous === null || previous.amount !== record.amount || previous.unit !== record.unit;
-    const shown = confirmation(record);
-    const text =
-      `${period(record)}: ${record.fee_amount} (${money(record.amount, record.unit)})` +
-      `${future ? ", announced" : ""}${shown ? ", " + shown : ""}; ${provenance(record)}; ` +
-      (record.source_document || "no source named");
+    const text = stepText(record, future);
     const level = (from, to, name) =>
       draw("line", {
         class: name,
@@ -796,21 +822,26 @@
       confirmed < end ? level(confirmed, end, "level presumed") : null,
     );
     if (previous !== null && previous.end === starts[index] && previous.amount !== record.amount) {
-      group.append(
-        draw("line", {
-          class: "riser",
-          x1: x(starts[index]),
-          x2: x(starts[index]),
-          y1: y(Number(previous.amount)),
-          y2: y(amounts[index]),
-        }),
-      );
+      const at = x(starts[index]);
+      const riser = { class: "riser", x1: at, x2: at, y1: y(Number(previous.amount)) };
+      group.append(draw("line", { ...riser, y2: y(amounts[index]) }));
     }
     if (changed)
       group.append(
         draw("circle", { class: "marker", cx: x(starts[index]), cy: y(amounts[index]), r: 5 }),
       );
     return group;
+  }
+
+  // What a step says of its record: its period and figure, whether it is announced or presumed,
+  // its provenance and its source.
+  function stepText(record, future) {
+    const shown = confirmation(record);
+    return (
+      `${period(record)}: ${record.fee_amount} (${money(record.amount, record.unit)})` +
+      `${future ? ", announced" : ""}${shown ? ", " + shown : ""}; ${provenance(record)}; ` +
+      (record.source_document || "no source named")
+    );
   }
 
   const RECORD_FIELDS = [
@@ -909,9 +940,7 @@
 
   async function compareView(params) {
     const choices = (await get("/fee-schedule-results/filters")).data;
-    const asked = Object.fromEntries(
-      COMPARE_FIELDS.map((name) => [name, params.get(name) || ""]),
-    );
+    const asked = Object.fromEntries(COMPARE_FIELDS.map((name) => [name, params.get(name) || ""]));
     asked.as_of = asked.as_of || TODAY;
     asked.fee_type = asked.fee_type || "equity";
     const unit = asked.unit || DEFAULT_UNIT[asked.fee_type] || "";
@@ -972,25 +1001,7 @@
   }
 
   function compareForm(choices, asked, refused) {
-    const fields = {
-      as_of: el("input", { id: "as_of", type: "date", required: true }),
-      fee_type: select("fee_type", choices.fee_types, false),
-      fee_action: select("fee_action", choices.fee_actions, true),
-      fee_participant: select("fee_participant", choices.fee_participants, true),
-      unit: select("unit", Object.keys(UNITS), "the fee type's usual"),
-      // Every line, or the venues' ordinary rates: no tier, programme or special code.
-      standard: choice("standard", [["true", "standard rates only"]]),
-      // A line with no known end counts as in force on any later day; its record says when
-      // that end is in doubt, and the API can leave such records out.
-      uncertain: choice("uncertain", [["false", "only those not in doubt"]]),
-      // Provenance, as the API filters it: the venue's or a regulator's own text, and dates a
-      // source states (or computes from another dated fact).
-      source_kind: choice("source_kind", [["primary", "primary sources only"]]),
-      date_basis: choice("date_basis", [
-        ["stated", "stated dates only"],
-        ["stated,derived", "stated or derived dates"],
-      ]),
-    };
+    const fields = compareFields(choices);
     for (const name of COMPARE_FIELDS) {
       const field = fields[name];
       // A value the link carries that the list does not offer still shows as asked.
@@ -1026,6 +1037,29 @@
       ),
       el("button", { type: "submit" }, "Compare"),
     );
+  }
+
+  // The comparison's fields, by parameter name.
+  function compareFields(choices) {
+    return {
+      as_of: el("input", { id: "as_of", type: "date", required: true }),
+      fee_type: select("fee_type", choices.fee_types, false),
+      fee_action: select("fee_action", choices.fee_actions, true),
+      fee_participant: select("fee_participant", choices.fee_participants, true),
+      unit: select("unit", Object.keys(UNITS), "the fee type's usual"),
+      // Every line, or the venues' ordinary rates: no tier, programme or special code.
+      standard: choice("standard", [["true", "standard rates only"]]),
+      // A line with no known end counts as in force on any later day; its record says when
+      // that end is in doubt, and the API can leave such records out.
+      uncertain: choice("uncertain", [["false", "only those not in doubt"]]),
+      // Provenance, as the API filters it: the venue's or a regulator's own text, and dates a
+      // source states (or computes from another dated fact).
+      source_kind: choice("source_kind", [["primary", "primary sources only"]]),
+      date_basis: choice("date_basis", [
+        ["stated", "stated dates only"],
+        ["stated,derived", "stated or derived dates"],
+      ]),
+    };
   }
 
   // A select of a few worded choices after "all" (the parameter left out).
