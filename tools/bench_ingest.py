@@ -44,8 +44,11 @@ con.execute(
 
 
 def synth_digest() -> str:
-    """What made the synthetic files: a changed generator makes them again."""
-    return hashlib.sha256(Path(synth.__file__).read_bytes()).hexdigest()
+    """What made the synthetic files (the generator and its statement): a changed generator
+    makes them again."""
+    generator = Path(synth.__file__)
+    parts = (generator.read_bytes(), generator.with_name("synth.sql").read_bytes())
+    return hashlib.sha256(b"".join(parts)).hexdigest()
 
 
 def ensure_synth(rows: int, registry: Path) -> Path:
