@@ -87,10 +87,10 @@ def build(
     try:
         _configure(con, work, memory_limit)
         build = _Build(con, version, files, [v.code for v in venues], version_id, created)
-        rows_read, kept = _sort_rows(build, previous)
-        _list_rule_problems(build, rows_read, kept)
+        rows_read, valid_rows = _sort_rows(build, previous)
+        _list_rule_problems(build, rows_read, valid_rows)
         duplicates, settled = _settle_records(build)
-        rejects = _account_rejects(build, rows_read, kept - settled["rejected"], strict)
+        rejects = _account_rejects(build, rows_read, valid_rows - settled["rejected"], strict)
         venue_counts = _write_records(build)
     finally:
         con.close()
@@ -145,7 +145,7 @@ def _sort_rows(build: _Build, previous: Path | None) -> tuple[int, int]:
     serving.attach(con, build.version)
     _phase("reading, checking and sorting the rows")
     raw_rows = _raw_rows(build.files, range(len(build.files)))
-    kept = write.sort_records(
+    valid_rows = write.sort_records(
         con,
         raw_rows,
         venues=build.codes,
@@ -154,13 +154,13 @@ def _sort_rows(build: _Build, previous: Path | None) -> tuple[int, int]:
         ingested_at=build.created.isoformat(),
     )
     _record_files(con, build.files, raw_rows.records)
-    return sum(raw_rows.records.values()), kept
+    return sum(raw_rows.records.values()), valid_rows
 
 
-def _list_rule_problems(build: _Build, rows_read: int, kept: int) -> None:
+def _list_rule_problems(build: _Build, rows_read: int, valid_rows: int) -> None:
     """List every problem of the rows that broke a rule (reading only their files again)."""
-    if kept < rows_read:
-        _phase(f"listing the problems of {rows_read - kept:,} rejected rows")
+    if valid_rows < rows_read:
+        _phase(f"listing the problems of {rows_read - valid_rows:,} rejected rows")
         rejected_files = write.files_with_rejects(build.con)
         stage.list_problems(build.con, _raw_rows(build.files, rejected_files), build.codes)
 
@@ -176,7 +176,7 @@ def _settle_records(build: _Build) -> tuple[int, dict[str, int]]:
     return duplicates, settled
 
 
-def _account_rejects(build: _Build, rows_read: int, kept: int, strict: bool) -> _Rejects:
+def _account_rejects(build: _Build, rows_read: int, valid_rows: int, strict: bool) -> _Rejects:
     """Check that every row not kept has its problems listed, and write `rejects.csv`; under
     `strict` any problem, and in any case an input with no valid row, stops the build."""
     con = build.con
@@ -187,9 +187,9 @@ def _account_rejects(build: _Build, rows_read: int, kept: int, strict: bool) -> 
         rows=sum(rows for _, rows in per_file.values()),
         first=_first_rejects(con),
     )
-    if rejects.rows != rows_read - kept:
+    if rejects.rows != rows_read - valid_rows:
         raise IngestError(
-            f"internal error: {rows_read - kept} rows were dropped but {rejects.rows} "
+            f"internal error: {rows_read - valid_rows} rows were dropped but {rejects.rows} "
             "have problems listed; nothing published"
         )
     if strict and rejects.problems:
@@ -270,9 +270,9 @@ def _record_files(
 
 def _malformed(raw: RawFile, error: duckdb.Error) -> MalformedFile:
     """DuckDB refused the file: name the exact line if a plain walk of the file finds it."""
-    found = find_malformation(raw.path, raw.shown, len(raw.columns))
-    if found is not None:
-        return found
+    malformation = find_malformation(raw.path, raw.shown, len(raw.columns))
+    if malformation is not None:
+        return malformation
     return MalformedFile(raw.shown, None, str(error).splitlines()[0])
 
 

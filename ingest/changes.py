@@ -82,9 +82,15 @@ def write_changes(
              "change_after": after, "change_rank": rank, "change_class": klass}  # fmt: skip
     del day, before, after
     order = _save_by_venue(index, saved, venue, by_change, coded["exchange"].dtype)
-    held = {"by_change": by_change, "order": order, "rank": rank, "venue": venue, "type": kind}
+    class_arrays = {
+        "by_change": by_change,
+        "order": order,
+        "rank": rank,
+        "venue": venue,
+        "type": kind,
+    }
     del by_change, order, rank, venue, kind
-    _save_by_class(index, held, klass)
+    _save_by_class(index, class_arrays, klass)
 
 
 def _save_by_venue(
@@ -100,21 +106,21 @@ def _save_by_venue(
     return order
 
 
-def _save_by_class(index: Path, held: dict[str, Array], klass: Array) -> None:
+def _save_by_class(index: Path, class_arrays: dict[str, Array], klass: Array) -> None:
     """Save the grouping by class, in change order within each: the entries (their places in
-    the venue grouping `held["order"]`), and the ranks, venues and types a filter reads there;
-    `held` is emptied as they are saved."""
-    by_change = held.pop("by_change")
+    the venue grouping `class_arrays["order"]`), and the ranks, venues and types a filter reads
+    there; `class_arrays` is emptied as they are saved."""
+    by_change = class_arrays.pop("by_change")
     by_class = by_change[np.argsort(klass[by_change], kind="stable")]
     del by_change
-    order = held.pop("order")
+    order = class_arrays.pop("order")
     entry = np.empty(len(order), dtype=np.uint32)
     entry[order] = np.arange(len(order), dtype=np.uint32)
     del order
     np.save(index / "change_by_class.npy", entry[by_class])
     del entry
     for name in ("rank", "venue", "type"):
-        np.save(index / f"change_class_{name}.npy", held.pop(name)[by_class])
+        np.save(index / f"change_class_{name}.npy", class_arrays.pop(name)[by_class])
     counts = np.bincount(klass, minlength=CLASSES)
     np.save(index / "change_class_bounds.npy", np.concatenate(([0], np.cumsum(counts))))
 

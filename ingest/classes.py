@@ -44,12 +44,12 @@ def write_classes(index: Path, arrays: dict[str, Array], classes: Array, venues:
     group = group_number(arrays["exchange"].astype(np.int32), classes.astype(np.int32), slot)
     del slot
     groups = (venues + 1) * CLASSES * SLOTS
-    held = np.bincount(group, minlength=groups)
+    group_sizes = np.bincount(group, minlength=groups)
     # The open records: an age limit counts their last confirmations (sorted within each group).
     open_ = arrays["effective_end"] == NO_END
-    held_open = np.bincount(group[open_], minlength=groups)
+    open_group_sizes = np.bincount(group[open_], minlength=groups)
     # Numbered densely (in the same order), the groups take fewer bits in a sort key.
-    dense = (np.cumsum(held > 0) - 1)[group]
+    dense = (np.cumsum(group_sizes > 0) - 1)[group]
     del group
     order = amount_order(dense, np.where(money, amount, 0), arrays["record_rank"])
     np.save(index / "class_order.npy", order.astype(np.uint32))
@@ -65,9 +65,11 @@ def write_classes(index: Path, arrays: dict[str, Array], classes: Array, venues:
         np.save(index / f"{name}.npy", _sorted_within(dense, arrays[source]))
     open_confirmed = _sorted_within(dense[open_], arrays["confirmed_through"][open_])
     np.save(index / "class_sorted_open_confirmed.npy", open_confirmed)
-    np.save(index / "class_bounds.npy", np.concatenate(([0], np.cumsum(held))).astype(np.int64))
+    np.save(
+        index / "class_bounds.npy", np.concatenate(([0], np.cumsum(group_sizes))).astype(np.int64)
+    )
     # 32-bit: a table of every group (a few hundred kB a venue), for fewer records than 2**31.
-    bounds = np.concatenate(([0], np.cumsum(held_open))).astype(np.int32)
+    bounds = np.concatenate(([0], np.cumsum(open_group_sizes))).astype(np.int32)
     np.save(index / "class_open_bounds.npy", bounds)
 
 

@@ -58,9 +58,9 @@ def check_header(path: Path, shown: str) -> tuple[str, ...]:
     missing = [name for name in RAW_COLUMNS if name not in names]
     unknown = [name for name in names if name not in RAW_COLUMNS]
     differences = [
-        f"{what}: {', '.join(found)}"
-        for what, found in (("missing", missing), ("unknown", unknown))
-        if found
+        f"{what}: {', '.join(columns)}"
+        for what, columns in (("missing", missing), ("unknown", unknown))
+        if columns
     ] or ["the columns are out of order"]
     raise MalformedFile(
         shown,

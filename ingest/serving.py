@@ -153,19 +153,19 @@ def _write_index(con: duckdb.DuckDBPyConnection, index: Path) -> None:
     ).fetchnumpy()
     # What the class index and the change list read; the other arrays are let go once saved.
     read = {*CLASSED, *CLASSES_READ, *CHANGES_READ}
-    kept = {}
+    arrays = {}
     for name, kind in CODE_TYPES.items():
         array = np.asarray(columns.pop(name), dtype=kind)
         np.save(index / f"{name}.npy", array)
         if name in read:
-            kept[name] = array
+            arrays[name] = array
     del array
-    kept["record_rank"], kept["amount_rank"] = _write_ranks(con, index)
-    classes = class_numbers(kept)
-    write_classes(index, kept, classes, len(names["exchange"]))
-    kept = {name: kept[name] for name in CHANGES_READ}  # the rest let go before the list
-    write_changes(con, RECORDS, index, kept, classes, _write_lines(con, index))
-    del kept, classes
+    arrays["record_rank"], arrays["amount_rank"] = _write_ranks(con, index)
+    classes = class_numbers(arrays)
+    write_classes(index, arrays, classes, len(names["exchange"]))
+    arrays = {name: arrays[name] for name in CHANGES_READ}  # the rest let go before the list
+    write_changes(con, RECORDS, index, arrays, classes, _write_lines(con, index))
+    del arrays, classes
     _write_summary(con, index / SUMMARY_FILE)
     (index / CODES_FILE).write_text(json.dumps(names, indent=1) + "\n", encoding="utf-8")
 
@@ -189,11 +189,11 @@ def _write_lines(
 ) -> tuple[npt.NDArray[Any], npt.NDArray[Any]]:
     """The line index (`LINE_FILES`): the records of each fee line, found by its id. Returns
     `line_order` and `line_bounds`."""
-    found = con.execute(LINE_ORDER).fetchnumpy()
-    hi, lo = np.asarray(found["line_hi"]), np.asarray(found["line_lo"])
+    line_rows = con.execute(LINE_ORDER).fetchnumpy()
+    hi, lo = np.asarray(line_rows["line_hi"]), np.asarray(line_rows["line_lo"])
     firsts = np.flatnonzero(np.concatenate(([True], (hi[1:] != hi[:-1]) | (lo[1:] != lo[:-1]))))
     arrays = {
-        "line_order": np.asarray(found["position"]),
+        "line_order": np.asarray(line_rows["position"]),
         "lines_hi": hi[firsts],
         "lines_lo": lo[firsts],
         "line_bounds": np.append(firsts, len(hi)).astype(np.int64),
@@ -222,5 +222,5 @@ def _by_position(positions: npt.NDArray[Any], ranks: npt.NDArray[Any]) -> npt.ND
 
 
 def _distinct(con: duckdb.DuckDBPyConnection, column: str) -> list[str]:
-    found = con.execute(DISTINCT_VALUES.format(column=column)).fetchall()[0][0]
-    return [str(value) for value in found or []]
+    values = con.execute(DISTINCT_VALUES.format(column=column)).fetchall()[0][0]
+    return [str(value) for value in values or []]

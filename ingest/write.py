@@ -151,8 +151,8 @@ def sort_records(
     }
     with rows.scanned_by(con):
         con.execute(SORT_RECORDS, parameters)
-    [(kept,)] = con.execute(COUNT_RECORDS).fetchall()
-    return int(kept)
+    [(valid_rows,)] = con.execute(COUNT_RECORDS).fetchall()
+    return int(valid_rows)
 
 
 # Records of irregular files carry ordinal + 1 as their line until their file's walk is known.
@@ -220,12 +220,12 @@ def compact(con: duckdb.DuckDBPyConnection, version: Path) -> None:
     A table's rowids must stay its positions, which a delete leaves with gaps, so the rows left
     are copied, in order, into a new serving file that replaces the old one (a copy inside the
     same file would leave the old table's blocks behind as dead space)."""
-    kept = version / KEPT_FILE
-    con.execute(f"ATTACH {sql_string(str(kept))} AS kept")
+    compacted = version / KEPT_FILE
+    con.execute(f"ATTACH {sql_string(str(compacted))} AS kept")
     con.execute(COPY_KEPT)
     con.execute("DETACH kept")
     con.execute(DETACH)
-    os.replace(kept, version / SERVING_FILE)
+    os.replace(compacted, version / SERVING_FILE)
     attach(con, version)
 
 

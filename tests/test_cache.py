@@ -183,7 +183,7 @@ def test_the_cache_keeps_within_its_bound_least_recently_used_out_first() -> Non
     for key in ("a", "b", "c"):
         cache.put("v1", key, answer({"padding": "x" * 20}))  # 34 bytes each
         cache.get("v1", "a")  # `a` stays the most recently used
-    assert cache.held == (2, 2 * (ENTRY_BYTES + 34))
+    assert cache.size == (2, 2 * (ENTRY_BYTES + 34))
     assert cache.get("v1", "a") is not None
     assert cache.get("v1", "b") is None
     assert cache.get("v1", "c") is not None
@@ -211,7 +211,7 @@ def test_the_bound_counts_what_an_entry_costs_not_only_its_body() -> None:
         taken, _ = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
-    answers, counted = cache.held
+    answers, counted = cache.size
     assert answers == 5_000
     assert 0.8 < counted / taken < 1.2, (counted, taken)
 

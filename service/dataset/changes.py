@@ -124,7 +124,7 @@ class ChangeList:
 
     def _venue_slices(self, chosen: ChangeFilter) -> list[tuple[int, int]]:
         """Per venue chosen, its entries in the date window (a slice of the venue grouping)."""
-        found = []
+        slices = []
         every = range(len(self._bounds) - 1)
         for venue in sorted(chosen.venues) if chosen.venues is not None else every:
             start, stop = int(self._bounds[venue]), int(self._bounds[venue + 1])
@@ -134,8 +134,8 @@ class ChangeList:
             if chosen.first_day is not None:
                 start += int(np.searchsorted(days, DAY(chosen.first_day), side="left"))
             if start < stop:
-                found.append((start, stop))
-        return found
+                slices.append((start, stop))
+        return slices
 
     def _venue_runs(
         self, slices: list[tuple[int, int]], classes: Array | None, types: Array | None
@@ -159,7 +159,7 @@ class ChangeList:
         """Per wanted class, its entries in the date window (a slice of the class grouping):
         the window is a range of ranks, since change order begins with the day."""
         low, high = self._rank_window(chosen)
-        ranks, found = self._arrays["change_class_rank"], []
+        ranks, slices = self._arrays["change_class_rank"], []
         for number in np.flatnonzero(classes).tolist():
             start, stop = int(self._class_bounds[number]), int(self._class_bounds[number + 1])
             if start == stop:
@@ -169,8 +169,8 @@ class ChangeList:
             if low is not None:
                 start += int(np.searchsorted(ranks[start:stop], RANK(low), side="left"))
             if start < stop:
-                found.append((start, stop))
-        return found
+                slices.append((start, stop))
+        return slices
 
     def _rank_window(self, chosen: ChangeFilter) -> tuple[int | None, int | None]:
         """The ranks [low, high) of the changes in the date window (None: open): the number
@@ -247,13 +247,13 @@ def _between(runs: list[Run], first: int, last: int, total: int) -> Array:
         order = np.argsort(ranks)
         return entries[order[first - skipped : last + 1 - skipped]]
     low, high = _nth_rank(runs, first), _nth_rank(runs, last)
-    found, held = [], []
+    window_entries, window_ranks = [], []
     for run in runs:
         begin = int(np.searchsorted(run.ranks, RANK(low), side="left"))
         end = int(np.searchsorted(run.ranks, RANK(high), side="right"))
-        found.append(run.between(begin, end))
-        held.append(run.ranks[begin:end])
-    return np.concatenate(found)[np.argsort(np.concatenate(held))]
+        window_entries.append(run.between(begin, end))
+        window_ranks.append(run.ranks[begin:end])
+    return np.concatenate(window_entries)[np.argsort(np.concatenate(window_ranks))]
 
 
 def _nth_rank(runs: list[Run], nth: int) -> int:

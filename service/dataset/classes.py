@@ -51,7 +51,7 @@ class Spread:
 
 
 @dataclass(frozen=True)
-class Held:
+class GroupSpreads:
     """Per group picked: how many of its records are in force (and confirmed recently enough),
     and for the groups compared with any, the places in the index of the lowest and the
     highest in force; then how many in force were left out as stale."""
@@ -82,10 +82,10 @@ class ClassIndex:
             return {}
         day = np.int32((selection.in_force_on - EPOCH).days)  # the arrays' own type
         venues = wanted.pop("exchange", None)
-        kept = wanted_classes(wanted)
+        classes_wanted = wanted_classes(wanted)
         every = np.arange(1, (len(self._bounds) - 1) // (CLASSES * SLOTS))
         picked = every if venues is None else np.flatnonzero(venues)
-        classes = np.arange(CLASSES) if kept is None else np.flatnonzero(kept)
+        classes = np.arange(CLASSES) if classes_wanted is None else np.flatnonzero(classes_wanted)
         # Every group of the venues' wanted classes (in every slot) holding a record, in order.
         groups = group_number(
             picked[:, None, None], classes[None, :, None], np.arange(SLOTS)[None, None, :]
@@ -99,14 +99,14 @@ class ClassIndex:
         oldest = selection.oldest_confirmation()
         floor = None if oldest is None else np.int32((oldest - EPOCH).days)
         if others:
-            held = self._tested(groups, compared, day, others, floor)
+            per_group = self._tested(groups, compared, day, others, floor)
         else:
-            held = self._probed(groups, compared, day, floor)
-        return self._by_venue(groups // (CLASSES * SLOTS), compared, held)
+            per_group = self._probed(groups, compared, day, floor)
+        return self._by_venue(groups // (CLASSES * SLOTS), compared, per_group)
 
     def _probed(
         self, groups: Array, compared: Array, day: np.int32, floor: np.int32 | None
-    ) -> Held:
+    ) -> GroupSpreads:
         """The groups' records in force, counted in their sorted periods, and the extremes of
         the compared ones probed from either end; with a `floor`, those last confirmed before
         it counted apart, as stale, and passed over."""
@@ -126,7 +126,9 @@ class ClassIndex:
         # records holding that amount (the group is in record order within an amount).
         amounts = self._arrays["class_amount"]
         tied = _search(amounts, begin, last, amounts[last], "left")
-        return Held(counts, lowest, self._first_in_force(tied, last + 1, day, 1, floor), stale)
+        return GroupSpreads(
+            counts, lowest, self._first_in_force(tied, last + 1, day, 1, floor), stale
+        )
 
     def _stale(
         self, groups: Array, begin: Array, end: Array, day: np.int32, floor: np.int32
@@ -142,12 +144,12 @@ class ClassIndex:
         first = np.searchsorted(places, begin, side="left")
         last = np.searchsorted(places, end, side="left")
         for at in np.flatnonzero(last > first).tolist():
-            held = places[first[at] : last[at]]
+            presumed = places[first[at] : last[at]]
             stale[at] += int(
                 np.count_nonzero(
-                    (arrays["class_start"][held] <= day)
-                    & (arrays["class_end"][held] >= day)
-                    & (arrays["class_confirmed"][held] < floor)
+                    (arrays["class_start"][presumed] <= day)
+                    & (arrays["class_end"][presumed] >= day)
+                    & (arrays["class_confirmed"][presumed] < floor)
                 )
             )
         return stale
@@ -159,21 +161,21 @@ class ClassIndex:
         day: np.int32,
         others: dict[str, Array],
         floor: np.int32 | None,
-    ) -> Held:
+    ) -> GroupSpreads:
         """The groups' records in force that hold the other filters' codes, tested in order;
         those last confirmed before `floor` (when given) are counted apart, as stale."""
         arrays, column = self._arrays, self._index.column
         begin, end = self._bounds[groups], self._bounds[groups + 1]
-        found = []
+        matching = []
         for start, stop in _merged(begin, end):
-            held = (arrays["class_start"][start:stop] <= day) & (
+            in_force = (arrays["class_start"][start:stop] <= day) & (
                 arrays["class_end"][start:stop] >= day
             )
-            places = start + np.flatnonzero(held)
+            places = start + np.flatnonzero(in_force)
             for name, table in others.items():
                 places = places[table[column(name)[arrays["class_order"][places]]]]
-            found.append(places)
-        places = np.concatenate(found)
+            matching.append(places)
+        places = np.concatenate(matching)
         stale = None
         if floor is not None:
             old = arrays["class_confirmed"][places] < floor
@@ -191,7 +193,7 @@ class ClassIndex:
             first + int(np.searchsorted(amounts[first : last + 1], amounts[last], "left"))
             for first, last in zip(firsts.tolist(), lasts.tolist(), strict=True)
         ]
-        return Held(counts, places[firsts], places[np.array(tied, dtype=np.int64)], stale)
+        return GroupSpreads(counts, places[firsts], places[np.array(tied, dtype=np.int64)], stale)
 
     def _first_in_force(
         self, cursor: Array, limit: Array, day: np.int32, step: int, floor: np.int32 | None
@@ -201,7 +203,7 @@ class ClassIndex:
         every group at once, each round twice as wide (each group is known to hold one)."""
         starts, ends = self._arrays["class_start"], self._arrays["class_end"]
         confirmed = self._arrays["class_confirmed"]
-        found = np.empty(len(cursor), dtype=np.int64)
+        first_places = np.empty(len(cursor), dtype=np.int64)
         cursor, limit = cursor.astype(np.int64), limit.astype(np.int64)
         todo, width = np.arange(len(cursor)), FIRST_PROBES
         while len(todo):
@@ -211,17 +213,19 @@ class ClassIndex:
             hit = inside & (starts[at] <= day) & (ends[at] >= day)
             if floor is not None:
                 hit &= confirmed[at] >= floor
-            got = hit.any(axis=1)
-            found[todo[got]] = at[got, hit[got].argmax(axis=1)]
+            has_hit = hit.any(axis=1)
+            first_places[todo[has_hit]] = at[has_hit, hit[has_hit].argmax(axis=1)]
             cursor[todo] += step * width
-            todo, width = todo[~got & inside[:, -1]], width * 2
-        return found
+            todo, width = todo[~has_hit & inside[:, -1]], width * 2
+        return first_places
 
-    def _by_venue(self, venues: Array, compared: Array, held: Held) -> dict[str, Spread]:
+    def _by_venue(
+        self, venues: Array, compared: Array, per_group: GroupSpreads
+    ) -> dict[str, Spread]:
         """Each venue's spread from its groups': counts summed, extremes the least keys."""
         order, records = self._arrays["class_order"], self._index.column("record_rank")
         amounts = self._arrays["class_amount"]
-        counts = held.counts
+        counts = per_group.counts
         some = venues[compared & (counts > 0)]
 
         def key(places: Array, amount: Array) -> Array:
@@ -229,14 +233,18 @@ class ClassIndex:
             return (amount.astype(np.uint64) << np.uint64(32)) | rank
 
         top = np.uint64(NULL_RANK)
-        lowest = _least(some, key(held.lowest, amounts[held.lowest]), held.lowest)
-        highest = _least(some, key(held.highest, top - amounts[held.highest]), held.highest)
+        lowest = _least(some, key(per_group.lowest, amounts[per_group.lowest]), per_group.lowest)
+        highest = _least(
+            some, key(per_group.highest, top - amounts[per_group.highest]), per_group.highest
+        )
         names, owner = np.unique(venues, return_inverse=True)
         matched = np.bincount(owner, weights=counts, minlength=len(names)).astype(np.int64)
         in_unit = np.bincount(owner, weights=counts * compared, minlength=len(names))
         stale = np.zeros(len(names), dtype=np.int64)
-        if held.stale is not None:
-            stale = np.bincount(owner, weights=held.stale, minlength=len(names)).astype(np.int64)
+        if per_group.stale is not None:
+            stale = np.bincount(owner, weights=per_group.stale, minlength=len(names)).astype(
+                np.int64
+            )
         spreads = {}
         for venue, total, here, old in zip(
             names.tolist(), matched.tolist(), in_unit.tolist(), stale.tolist(), strict=True
@@ -260,10 +268,10 @@ def wanted_classes(wanted: Mapping[str, Array]) -> Array | None:
     filters = [column for column in CLASSED if column in wanted]
     if not filters:
         return None
-    kept = np.ones(CLASSES, dtype=bool)
+    classes_wanted = np.ones(CLASSES, dtype=bool)
     for column in filters:
-        kept &= wanted[column][CODES[column]]
-    return kept
+        classes_wanted &= wanted[column][CODES[column]]
+    return classes_wanted
 
 
 def _search(

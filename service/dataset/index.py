@@ -158,21 +158,21 @@ class ResultsIndex:
         open)."""
         missing = positions == NO_RECORD
         at = np.where(missing, 0, positions)
-        found = {
+        columns = {
             column: self._values_of[column].take(
                 pa.array(np.asarray(self._arrays[column][at]), mask=missing)
             )
             for column in ("exchange", *CODED)
         }
         for flag in FLAGS:
-            found[flag] = pc.equal(found[flag], "true")
+            columns[flag] = pc.equal(columns[flag], "true")
         starts = np.asarray(self._arrays["effective_start"][at])
         ends = np.asarray(self._arrays["effective_end"][at])
         confirmed = np.asarray(self._arrays["confirmed_through"][at])
-        found["effective_start"] = pa.array(starts, mask=missing).cast(pa.date32())
-        found["effective_end"] = pa.array(ends, mask=missing | (ends == NO_END)).cast(pa.date32())
-        found["confirmed_through"] = pa.array(confirmed, mask=missing).cast(pa.date32())
-        return found
+        columns["effective_start"] = pa.array(starts, mask=missing).cast(pa.date32())
+        columns["effective_end"] = pa.array(ends, mask=missing | (ends == NO_END)).cast(pa.date32())
+        columns["confirmed_through"] = pa.array(confirmed, mask=missing).cast(pa.date32())
+        return columns
 
     def _present(self, column: str, seen: Array) -> list[str]:
         """The values of a coded column with any record (no value, code 0, left out)."""

@@ -39,8 +39,8 @@ class LineIndex:
         hi, lo = np.uint64(number >> 64), np.uint64(number & LOW_BITS)
         first = int(np.searchsorted(self._hi, hi, side="left"))
         last = int(np.searchsorted(self._hi, hi, side="right"))
-        found = first + int(np.searchsorted(self._lo[first:last], lo, side="left"))
-        if found == last or self._lo[found] != lo:
+        line_place = first + int(np.searchsorted(self._lo[first:last], lo, side="left"))
+        if line_place == last or self._lo[line_place] != lo:
             return None
-        begin, end = int(self._bounds[found]), int(self._bounds[found + 1])
+        begin, end = int(self._bounds[line_place]), int(self._bounds[line_place + 1])
         return [int(position) for position in self._order[begin:end]]

@@ -37,13 +37,14 @@ class ResultsOrder:
         self._column = ORDER_ARRAYS[order_by]
         self._descending = order_dir == "desc"
         self._streamed = streamed
-        self._held: tuple[int, Array] = (0, np.empty(0, np.int64))  # first place, positions
+        # The last window ranked (a download keeps it): its first place, and its positions.
+        self._ranked_window: tuple[int, Array] = (0, np.empty(0, np.int64))
         self.total = sum(match.count for match in matches)
 
     def places(self, first: int, last: int) -> Array:
-        held_from, held = self._held
-        if held_from <= first and last < held_from + len(held):
-            return held[first - held_from : last + 1 - held_from]
+        window_start, window = self._ranked_window
+        if window_start <= first and last < window_start + len(window):
+            return window[first - window_start : last + 1 - window_start]
         values, ends = self._sort_values
         low = int(np.searchsorted(ends, first, side="right"))
         high = int(np.searchsorted(ends, last, side="right"))
@@ -51,16 +52,16 @@ class ResultsOrder:
         wanted = None if self._streamed else last + 1 - start
         ranked = self._ranked(values[low : high + 1], wanted)
         if self._streamed:
-            self._held = (start, ranked)
+            self._ranked_window = (start, ranked)
         return ranked[first - start : last + 1 - start]
 
     @cached_property
     def _sort_values(self) -> tuple[Array, Array]:
         """The sort values held by the matches, in the answer's order (nulls last in both
         directions), and the running count of records up to and including each."""
-        found = [self._histogram(match) for match in self._matches]
-        values, inverse = np.unique(np.concatenate([v for v, _ in found]), return_inverse=True)
-        counts = np.bincount(inverse, weights=np.concatenate([c for _, c in found]))
+        histograms = [self._histogram(match) for match in self._matches]
+        values, inverse = np.unique(np.concatenate([v for v, _ in histograms]), return_inverse=True)
+        counts = np.bincount(inverse, weights=np.concatenate([c for _, c in histograms]))
         order = np.arange(len(values))
         if self._descending:
             order = order[::-1]
@@ -92,11 +93,11 @@ class ResultsOrder:
             ends = np.clip(np.append(bounds[1:], run.stop), run.start, match.stop)
             begins = np.clip(bounds, run.start, match.stop)
             return days, ends - begins
-        held = self._values(match)
+        run_values = self._values(match)
         if column == "effective_start":  # sorted within a run: no need to sort again
-            days, bounds = sorted_groups(held, 0)
-            return days, np.diff(np.append(bounds, len(held)))
-        values, counts = np.unique(held, return_counts=True)
+            days, bounds = sorted_groups(run_values, 0)
+            return days, np.diff(np.append(bounds, len(run_values)))
+        values, counts = np.unique(run_values, return_counts=True)
         return values, counts
 
     def _holding(self, match: Match, chosen: Array) -> Array:

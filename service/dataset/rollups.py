@@ -46,9 +46,9 @@ def read_rollup(
     columns are read as dictionary arrays (one dictionary per column)."""
     path = version_dir / ROLLUP_DIR / f"{name}.parquet"
     table = pq.read_table(path, read_dictionary=list(dictionary)).unify_dictionaries()
-    found = (table.schema.metadata or {}).get(VERSION_KEY, b"").decode() or "no version"
-    if found != version_id:
-        raise RollupMismatch(f"{path} was written for {found}, not for version {version_id}")
+    written_for = (table.schema.metadata or {}).get(VERSION_KEY, b"").decode() or "no version"
+    if written_for != version_id:
+        raise RollupMismatch(f"{path} was written for {written_for}, not for version {version_id}")
     return table
 
 
@@ -73,14 +73,14 @@ class DiscoveryCounts:
         self._ends, self._ended = _prefix_sums(group, ends, records)
         names = (dimension.dictionary.to_pylist(), exchange.dictionary.to_pylist())
         values = value.dictionary.to_pylist()
-        found: dict[tuple[str, str], dict[str, int]] = defaultdict(dict)
+        group_numbers: dict[tuple[str, str], dict[str, int]] = defaultdict(dict)
         grouped = self._starts >> 32  # the groups, sorted: each distinct one where it changes
         for number in grouped[np.flatnonzero(np.diff(grouped, prepend=-1))].tolist():
             rest, value_code = divmod(number, sizes[1])
             dimension_code, exchange_code = divmod(rest, sizes[0])
             key = (names[0][dimension_code], names[1][exchange_code])
-            found[key][str(values[value_code])] = number << 32
-        self._groups = {key: self._group(numbers) for key, numbers in found.items()}
+            group_numbers[key][str(values[value_code])] = number << 32
+        self._groups = {key: self._group(numbers) for key, numbers in group_numbers.items()}
 
     def _group(self, numbers: dict[str, int]) -> "_Group":
         groups = np.array(list(numbers.values()), dtype=np.int64)
@@ -94,13 +94,13 @@ class DiscoveryCounts:
     ) -> dict[str, int]:
         """Records in force in [start, end] per value the venue has any record for (0 when
         none is in the window); a missing side is open."""
-        found = self._groups.get((dimension, venue), NONE)
+        group = self._groups.get((dimension, venue), NONE)
         # Per value: the records started on or before E, less those ended before S.
-        last_start = self._starts.searchsorted(found.groups | day(end, OPEN_END), side="right")
-        last_end = self._ends.searchsorted(found.groups | day(start, OPEN_START), side="left")
-        started = self._started[last_start] - found.before_started
-        ended = self._ended[last_end] - found.before_ended
-        return dict(zip(found.values, (started - ended).tolist(), strict=True))
+        last_start = self._starts.searchsorted(group.groups | day(end, OPEN_END), side="right")
+        last_end = self._ends.searchsorted(group.groups | day(start, OPEN_START), side="left")
+        started = self._started[last_start] - group.before_started
+        ended = self._ended[last_end] - group.before_ended
+        return dict(zip(group.values, (started - ended).tolist(), strict=True))
 
 
 @dataclass(frozen=True)

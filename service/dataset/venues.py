@@ -80,10 +80,10 @@ def venues_of(
 
 def _records_by_category(summary: pa.Table) -> dict[str, dict[str, dict[str, int]]]:
     """Records per venue, fee category and fee type."""
-    found: dict[str, dict[str, dict[str, int]]] = defaultdict(lambda: defaultdict(dict))
+    counts: dict[str, dict[str, dict[str, int]]] = defaultdict(lambda: defaultdict(dict))
     for row in summary.to_pylist():
-        found[row["exchange"]][row["fee_category"]][row["fee_type"]] = row["records"]
-    return found
+        counts[row["exchange"]][row["fee_category"]][row["fee_type"]] = row["records"]
+    return counts
 
 
 def coverage_of(coverage: pa.Table) -> dict[str, list[CoverageRun]]:
@@ -98,7 +98,7 @@ def coverage_of(coverage: pa.Table) -> dict[str, list[CoverageRun]]:
 
 def versions_of(versions: pa.Table) -> dict[str, dict[str, int]]:
     """Each version id that first published records still present: records per venue."""
-    found: dict[str, dict[str, int]] = defaultdict(dict)
+    counts: dict[str, dict[str, int]] = defaultdict(dict)
     for row in versions.to_pylist():
-        found[row["version_id"]][row["exchange"]] = row["records"]
-    return dict(found)
+        counts[row["version_id"]][row["exchange"]] = row["records"]
+    return dict(counts)

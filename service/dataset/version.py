@@ -192,8 +192,8 @@ class Dataset:
         """One record by id, from the Parquet files (a lookup is what SQL is for)."""
         selection = self.scoped(queries.Selection(record_id=record_id))
         sql, parameters = queries.one_result(selection, included)
-        found = self.db.rows(sql, parameters)
-        return found[0] if found else None
+        rows = self.db.rows(sql, parameters)
+        return rows[0] if rows else None
 
     def line_records(self, line_id: str) -> list[dict[str, Any]] | None:
         """A fee line's records, oldest first, as the record summary holds them; None when
@@ -233,8 +233,8 @@ class Dataset:
     def change_sides(self, entries: Array) -> tuple[dict[str, Array], list[pa.Table]]:
         """The changes at `entries`: their columns (type, day, the records before and after)
         and the summary of the records before and after each."""
-        found = self.changes.columns(entries)
-        return found, self.summary.tables([found["before"], found["after"]])
+        columns = self.changes.columns(entries)
+        return columns, self.summary.tables([columns["before"], columns["after"]])
 
     def in_force(self, codes: list[str], day: date, max_age_days: int | None = None) -> Holding:
         """What the venues' records in force on `day` hold (those confirmed at most
@@ -292,7 +292,7 @@ def _checked_files(version_dir: Path, manifest: dict[str, Any]) -> list[Path]:
     expected: dict[str, int] | None = manifest.get("venues")
     if expected is None:
         raise DamagedVersion(f"{version_dir.name}: the manifest has no record counts by venue")
-    found: dict[str, int] = defaultdict(int)
+    actual: dict[str, int] = defaultdict(int)
     files = sorted((version_dir / "fees").glob("exchange=*/*.parquet"))
     for path in files:
         try:
@@ -300,15 +300,17 @@ def _checked_files(version_dir: Path, manifest: dict[str, Any]) -> list[Path]:
         except (OSError, pa.ArrowException) as error:
             shown = path.relative_to(version_dir)
             raise DamagedVersion(f"{version_dir.name}: {shown} cannot be read: {error}") from None
-        found[_venue_of(path)] += rows
-    if found != expected:
+        actual[_venue_of(path)] += rows
+    if actual != expected:
         differ = sorted(
-            code for code in found.keys() | expected.keys() if found.get(code) != expected.get(code)
+            code
+            for code in actual.keys() | expected.keys()
+            if actual.get(code) != expected.get(code)
         )
         raise DamagedVersion(
             f"{version_dir.name}: the files do not match the manifest for venue(s) "
             + ", ".join(
-                f"{code} ({found.get(code, 0)} records, manifest {expected.get(code, 0)})"
+                f"{code} ({actual.get(code, 0)} records, manifest {expected.get(code, 0)})"
                 for code in differ
             )
         )

@@ -85,8 +85,8 @@ class VersionWatcher:
             return
         previous, self._holder.current = self._holder.current, dataset
         self._failed, self.refused = None, None
-        kept = {dataset.version_dir, *([previous.version_dir] if previous else [])}
-        self._source.trim(kept)
+        in_use = {dataset.version_dir, *([previous.version_dir] if previous else [])}
+        self._source.trim(in_use)
         memory.release()  # what the open built and dropped (and the version it replaced)
         log.info(
             "serving dataset version %s (opened in %.2f s)",

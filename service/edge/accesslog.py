@@ -49,7 +49,7 @@ class AccessLog:
         self._chunk = select.PIPE_BUF if stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) else None
         # A deque: its `append` and `popleft` are atomic, so a request appends without the lock
         # while a flush, in another thread, takes what is there.
-        self._held: deque[Fields] = deque()
+        self._pending: deque[Fields] = deque()
         self._lock = threading.Lock()  # one flush at a time, so the batches keep their order
         self._second, self._seconds = -1, ""  # a second, and its time to the second
         self._millisecond, self._stamp = -1, ""  # a millisecond, and its time to it
@@ -99,14 +99,14 @@ class AccessLog:
         if self._terminal:
             os.write(self._fd, f"INFO:     {_message(fields, path)}\n".encode())
             return
-        self._held.append(fields)
-        if len(self._held) >= BUFFER_LINES:
+        self._pending.append(fields)
+        if len(self._pending) >= BUFFER_LINES:
             self.flush()
 
     def flush(self) -> None:
         with self._lock:
-            held = self._held
-            lines = [self._line(held.popleft()) for _ in range(len(held))]
+            pending = self._pending
+            lines = [self._line(pending.popleft()) for _ in range(len(pending))]
             self._write(lines)
 
     def _line(self, fields: Fields) -> bytes:

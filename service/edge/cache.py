@@ -68,11 +68,11 @@ class Stored:
         """An answer to keep; `timed` is where its query time stands in `body`, as the
         envelope that built it says (`service.endpoints.envelope`), or None for an answer
         without one."""
-        kept = tuple((k, v) for k, v in headers if k in KEPT_HEADERS)
+        stored_headers = tuple((k, v) for k, v in headers if k in KEPT_HEADERS)
         if timed is None:
-            return cls(body, None, kept, route)
+            return cls(body, None, stored_headers, route)
         start, end = timed
-        return cls(body[:start], body[end:], kept, route)
+        return cls(body[:start], body[end:], stored_headers, route)
 
     @property
     def etag(self) -> bytes:
@@ -144,7 +144,7 @@ class ResponseCache:
         return LRUCache(maxsize=max(self._max_bytes, 1), getsizeof=lambda stored: stored.size)
 
     @property
-    def held(self) -> tuple[int, int]:
+    def size(self) -> tuple[int, int]:
         """The answers kept, and their bytes as the bound counts them (`Stored.size`)."""
         return len(self._entries), int(self._entries.currsize)
 

@@ -186,8 +186,8 @@ class FrontDoor:
         (`service.edge.accesslog`)."""
         seconds = time.perf_counter() - call.started
         route = reply.route or self._route(scope)
-        if reply.kept is not None and self._cache.enabled:
-            self._keep(call, Stored.of(*reply.kept, route, call.timed))
+        if reply.cacheable is not None and self._cache.enabled:
+            self._keep(call, Stored.of(*reply.cacheable, route, call.timed))
         self._stats.observe(route, reply.status, seconds)
         if self._access is not None:
             self._access.write(

@@ -62,10 +62,10 @@ class ServiceCollector(Collector):
         cache.add_metric(["hit"], self._cache.hits)
         cache.add_metric(["miss"], self._cache.misses)
         yield cache
-        answers, held = self._cache.held
+        answers, cached_bytes = self._cache.size
         yield GaugeMetricFamily(
             "fees_response_cache_bytes", "Bytes of answers the response cache holds (its bound: "
-            "FEES_CACHE_MB).", value=held,
+            "FEES_CACHE_MB).", value=cached_bytes,
         )  # fmt: skip
         yield GaugeMetricFamily(
             "fees_response_cache_answers", "Answers the response cache holds.", value=answers

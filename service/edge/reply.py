@@ -47,7 +47,7 @@ class Reply:
         self.started = self.finished = False  # started: the head has been sent
         self.replaced = False  # by a 304 (`NotSent` stops the answer it replaced)
         self.route: str | None = None  # known without routing: a cached answer's
-        self.kept: tuple[bytes, list[tuple[bytes, bytes]]] | None = None  # body and headers
+        self.cacheable: tuple[bytes, list[tuple[bytes, bytes]]] | None = None  # body and headers
         self._head: list[tuple[bytes, bytes]] | None = None  # while a body may be kept
         self._pending: Message | None = None  # the head, until the body's first part
 
@@ -65,7 +65,7 @@ class Reply:
         elif message["type"] == "http.response.body":
             more = message.get("more_body", False)
             if self._head is not None and not more:  # one body in one piece: not a download
-                self.kept = (bytes(message.get("body", b"")), self._head)
+                self.cacheable = (bytes(message.get("body", b"")), self._head)
             self._head = None
             self.finished = not more
             if self._pending is not None:
@@ -120,8 +120,8 @@ class Reply:
         and writing them cost 4% of its throughput."""
         if not_modified(self._call.if_none_match, stored.etag):
             self.status, body = 304, b""
-            kept = [pair for pair in stored.headers if pair[0] in NOT_MODIFIED_HEADERS]
-            out = [*kept, *self.headers]
+            headers_304 = [pair for pair in stored.headers if pair[0] in NOT_MODIFIED_HEADERS]
+            out = [*headers_304, *self.headers]
         else:
             self.status = 200
             body = stored.body(self._call.elapsed_ms())

@@ -103,10 +103,11 @@ def _table(dataset: Dataset, venues: list[str], spreads: dict[str, Spread], day:
     order: the lowest amount, then the venue's code; the venues with none compared last, by
     code."""
     none = Spread(0, None, None, 0)
-    found = {code: spreads.get(code, none) for code in venues}
-    compared = [code for code in venues if found[code].compared]
+    venue_spreads = {code: spreads.get(code, none) for code in venues}
+    compared = [code for code in venues if venue_spreads[code].compared]
     parts = [
-        np.array([getattr(found[code], side) for code in compared], np.int64) for side in EXTREMES
+        np.array([getattr(venue_spreads[code], side) for code in compared], np.int64)
+        for side in EXTREMES
     ]
     extremes = {
         side: records.append_column("presumed", pc.less(records["confirmed_through"], day))
@@ -114,16 +115,16 @@ def _table(dataset: Dataset, venues: list[str], spreads: dict[str, Spread], day:
     }
     lowest = extremes["lowest"].column("amount").to_pylist()
     order = sorted(range(len(compared)), key=lambda at: (lowest[at], compared[at]))
-    rest = [code for code in venues if not found[code].compared]
+    rest = [code for code in venues if not venue_spreads[code].compared]
     ordered = [compared[at] for at in order] + rest
     # The records of the venues compared, in the answer's order, then null rows for the rest.
     rows = pa.array([*order, *[None] * len(rest)], pa.int64())
     columns: dict[str, Any] = {
         "exchange_name": ordered,
         "display_name": [dataset.venues[code].display_name for code in ordered],
-        "lines": [found[code].compared for code in ordered],
-        "lines_in_other_units": [found[code].elsewhere for code in ordered],
-        "left_out_stale": [found[code].stale for code in ordered],
+        "lines": [venue_spreads[code].compared for code in ordered],
+        "lines_in_other_units": [venue_spreads[code].elsewhere for code in ordered],
+        "left_out_stale": [venue_spreads[code].stale for code in ordered],
     }
     for side, records in extremes.items():
         taken = records.take(rows)

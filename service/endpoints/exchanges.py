@@ -48,9 +48,9 @@ async def exchange_detail(request: Request) -> Response:
         raise Forbidden("You do not have access to the requested exchange.")
     venue = dataset.venues[code]
     if as_of is not None:  # the index's arrays: a thread, so the event loop never waits on them
-        held = await run_in_threadpool(dataset.in_force, [code], as_of, max_age)
-        values, span = held.values, (held.earliest, held.latest)
-        records = held.count
+        holding = await run_in_threadpool(dataset.in_force, [code], as_of, max_age)
+        values, span = holding.values, (holding.earliest, holding.latest)
+        records = holding.count
     else:
         values, span, records = venue.values, (venue.earliest, venue.latest), venue.records
     earliest, latest = span

@@ -77,13 +77,13 @@ def fee_line(request: Request) -> Response:
     call, account, query = exchange_request(request)
     query.check()
     dataset = call.dataset
-    found = dataset.line_records(request.path_params["line_id"])
-    if found is None:
+    line_rows = dataset.line_records(request.path_params["line_id"])
+    if line_rows is None:
         raise NotFound("Fee line not found.")
-    line = {name: found[0][column] for name, column in LINE_FIELDS.items()}
+    line = {name: line_rows[0][column] for name, column in LINE_FIELDS.items()}
     if not account.may_see(line["exchange_name"]):
         raise Forbidden(HIDDEN_DATA)
-    records = [_record(row) for row in found]
+    records = [_record(row) for row in line_rows]
     return answer(call, line | {"records": records}, {"record_count": len(records)})
 
 
@@ -119,15 +119,15 @@ def _change_table(dataset: Dataset, entries: Array) -> pa.Table:
     """The changes at `entries` of the change list, flat: the line's identity, the change's
     type and day, then each field of the record before and after it (`before_<field>`,
     `after_<field>`; nulls where there is none), as a download carries them."""
-    found, records = dataset.change_sides(entries)
+    changes, records = dataset.change_sides(entries)
     sides = dict(zip(SIDES, records, strict=True))
     # A line's identity is the same on both sides; a side with no record is a row of nulls.
     columns: dict[str, Any] = {
         name: pc.coalesce(sides["after"][column], sides["before"][column])
         for name, column in LINE_FIELDS.items()
     }
-    columns["change_type"] = CHANGE_NAMES.take(pa.array(found["type"].astype(np.int64) - 1))
-    columns["effective_date"] = pa.array(found["day"], pa.int32()).cast(pa.date32())
+    columns["change_type"] = CHANGE_NAMES.take(pa.array(changes["type"].astype(np.int64) - 1))
+    columns["effective_date"] = pa.array(changes["day"], pa.int32()).cast(pa.date32())
     for side, records in sides.items():
         columns |= {f"{side}_{name}": records[column] for name, column in RECORD_FIELDS.items()}
     return pa.table(columns)

@@ -113,8 +113,8 @@ async def filters(request: Request) -> Response:
             },
         }
     else:  # the index's arrays: a thread, so the event loop never waits on them
-        held = await run_in_threadpool(dataset.in_force, codes, as_of, max_age)
-        records, values = held.count, held.values
+        holding = await run_in_threadpool(dataset.in_force, codes, as_of, max_age)
+        records, values = holding.count, holding.values
     data = {"exchange_names": list(values["exchange"])}
     for dimension in DETAIL_DIMENSIONS:
         key = dimension if dimension in ("fee_types", "fee_categories") else f"fee_{dimension}"
