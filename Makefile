@@ -16,7 +16,7 @@ export FEES_DATA_DIR ?= $(DATA)
 export FEES_ACCOUNTS_FILE ?= data/demo-accounts.json
 
 .DEFAULT_GOAL := help
-.PHONY: help setup run serve test lint fuzz soak cluster-soak ingest sql synth embedded lines coverage openapi bench \
+.PHONY: help setup run serve test lint fuzz soak cluster-soak ingest sql price synth embedded lines coverage openapi bench \
 	bench-ingest \
 	bench-workers screenshots clean
 
@@ -52,6 +52,9 @@ ingest: setup ## Validate $(RAW) and publish a new version of $(DATA) (if anythi
 
 sql: setup ## Run Q="select ..." against the current version (view `fees`, `exchanges`)
 	$(FEES) sql "$$Q" --data $(DATA)
+
+price: setup ## Price FILLS=fills.csv on the current version of $(DATA), to PRICED (default: stdout)
+	@$(FEES) price "$(FILLS)" --data $(DATA) $(if $(PRICED),--out "$(PRICED)")
 
 synth: setup ## Write ROWS synthetic raw records to OUT (deterministic; not committed)
 	$(FEES) synth --rows $(ROWS) --out $(OUT) --registry $(REGISTRY)

@@ -22,7 +22,7 @@ from tests.conftest import FIXTURES, KEYS, REGISTRY, account_key, supplier_heade
 from tests.servers import ROOT, service_process
 
 FEES = str(Path(sys.executable).with_name("fees"))
-COMMANDS = ["coverage", "ingest", "keys", "serve", "sql", "synth"]  # as listed: by name
+COMMANDS = ["coverage", "ingest", "keys", "price", "serve", "sql", "synth"]  # as listed: by name
 
 
 def fees(*args: str, env: Mapping[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -229,7 +229,7 @@ def test_a_refused_ingest_is_one_line_and_publishes_nothing(tmp_path: Path) -> N
          "(see `fees serve --help`)"),
         (["sever"], 2,
          "fees: argument COMMAND: invalid choice: 'sever' (choose from 'coverage', 'ingest', "
-         "'keys', 'serve', 'sql', 'synth') (see `fees --help`)"),
+         "'keys', 'price', 'serve', 'sql', 'synth') (see `fees --help`)"),
     ],
     ids=["missing raw dir", "missing registry", "bad keep", "no version", "no version to report",
          "bad port flag", "no workers", "unknown command"],

@@ -125,7 +125,7 @@ def test_every_command_is_declared_once_as_an_entry_point_of_its_own_program() -
     assert declared["scripts"]["fees"] == "ingest.cli:fees"
     assert {name: module.split(".")[0] for name, module in commands.items()} == {
         "ingest": "ingest", "sql": "ingest", "synth": "ingest", "coverage": "ingest",
-        "serve": "service", "keys": "service",
+        "serve": "service", "keys": "service", "price": "service",
     }  # fmt: skip
     # As installed: what `fees` mounts.
     installed = metadata.entry_points(group="fees.commands")

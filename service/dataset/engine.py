@@ -89,6 +89,17 @@ class Engine:
         finally:
             cursor.close()
 
+    def table(self, sql: str, parameters: dict[str, Any], tables: dict[str, pa.Table]) -> pa.Table:
+        """The query's rows as an Arrow table, with `tables` registered under their names."""
+        cursor = self.con.cursor()
+        try:
+            for name, table in tables.items():
+                cursor.register(name, table)
+            with self._guarded(cursor, parameters):
+                return cursor.sql(sql, params=parameters or None).to_arrow_table()
+        finally:
+            cursor.close()
+
     def stream(
         self, steps: Iterable[tuple[str, dict[str, Any], pa.Table | None]], size: int
     ) -> Iterator[pa.RecordBatch]:

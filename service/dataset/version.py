@@ -25,7 +25,7 @@ from ingest import layout
 from ingest.layout import COUNTED, INDEX_DIR, SERVING_FILE, read_manifest, sql_string
 from ingest.schema import SCHEMA_VERSION
 from service.accounts import Account
-from service.dataset import pager, queries
+from service.dataset import pager, pricing, queries
 from service.dataset.changes import ChangeFilter, ChangeList
 from service.dataset.classes import ClassIndex, Spread
 from service.dataset.engine import Engine
@@ -212,6 +212,10 @@ class Dataset:
         """Per venue, its lowest and highest record in `unit` in force on the selection's day
         (`service.dataset.classes`)."""
         return self.classes.spreads(selection, unit)
+
+    def price(self, fills: pa.Table) -> pa.Table:
+        """What each fill (`pricing.FILLS_SCHEMA`) pays, in one query (`pricing.PRICE_FILLS`)."""
+        return pricing.price(self.db, fills)
 
     def changes_page(
         self, chosen: ChangeFilter | None, descending: bool, offset: int, size: int
