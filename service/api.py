@@ -28,6 +28,7 @@ from starlette.routing import BaseRoute, Route
 from service import closed_lists
 from service.endpoints import (
     compare,
+    estimates,
     exchanges,
     health,
     history,
@@ -52,14 +53,16 @@ SCHEMAS: Final[dict[str, dict[str, Any]]] = SOURCE["components"]["schemas"]
 @dataclass(frozen=True)
 class Endpoint:
     """One endpoint. `path` is as documented after `/api/v1` (a listing's ends in `/`); it
-    answers under both version prefixes, with and without the slash, to GET and HEAD. A
-    `prefixed=False` path (the probes) answers at the root, as written."""
+    answers under both version prefixes, with and without the slash, to GET and HEAD (or to
+    its `method` alone, POST). A `prefixed=False` path (the probes) answers at the root, as
+    written."""
 
     path: str
     handler: Handler | None  # None: the OpenAPI document itself (`routes` serves the file)
     operation: str  # its `operationId` in operations.json
     parameters: tuple[str, ...] = ()  # the components it takes, in the documented order
     prefixed: bool = True
+    method: str = "GET"  # GET (HEAD too), or POST for a question sent as a body
 
     @property
     def documented(self) -> str:
@@ -131,6 +134,8 @@ ENDPOINTS: Final = (
     Endpoint("/compare/", compare.compare, "compareVenues",
              ("CompareFeeType", "CompareAsOf", "CompareMaxAgeDays", "CompareUnit", *VENUES, *LINE,
               *CLASSIFICATION, *PROVENANCE, "Format", *CONDITIONAL)),
+    Endpoint("/fee-estimates", estimates.fee_estimates, "estimateFees", ("EstimateFormat",),
+             method="POST"),
     Endpoint(OPENAPI_PATH, None, "getOpenApiDocument"),
     # The probes an orchestrator calls, at the root, without a key.
     Endpoint("/healthz", health.healthz, "healthz", prefixed=False),
@@ -142,8 +147,10 @@ class DeclaredRoute(Route):
     """A route that knows how each query parameter its endpoint declares reads (`parameters`),
     for the handler's parameter reading (`service.endpoints.params`)."""
 
-    def __init__(self, path: str, handler: Handler, parameters: dict[str, Parameter]) -> None:
-        super().__init__(path, handler, methods=["GET", "HEAD"])
+    def __init__(
+        self, path: str, handler: Handler, parameters: dict[str, Parameter], method: str
+    ) -> None:
+        super().__init__(path, handler, methods=["GET", "HEAD"] if method == "GET" else [method])
         self.parameters = parameters
 
 
@@ -165,7 +172,7 @@ def routes(endpoints: Sequence[Endpoint] = ENDPOINTS) -> list[BaseRoute]:
             else [endpoint.path]
         )
         parameters = endpoint.query
-        made += [DeclaredRoute(path, handler, parameters) for path in paths]
+        made += [DeclaredRoute(path, handler, parameters, endpoint.method) for path in paths]
     return made
 
 
@@ -181,13 +188,15 @@ def document(
         operation = source["operations"][endpoint.operation]
         described = {"tags": operation["tags"], "operationId": endpoint.operation}
         described |= {key: value for key, value in operation.items()
-                      if key not in ("tags", "responses")}  # fmt: skip
+                      if key not in ("tags", "requestBody", "responses")}  # fmt: skip
         if endpoint.parameters:
             described["parameters"] = [
                 {"$ref": f"#/components/parameters/{name}"} for name in endpoint.parameters
             ]
+        if "requestBody" in operation:
+            described["requestBody"] = operation["requestBody"]
         described["responses"] = operation["responses"]
-        paths[endpoint.documented] = {"get": described}
+        paths[endpoint.documented] = {endpoint.method.lower(): described}
     parts = {key: value for key, value in source.items() if key != "operations"}
     return {**{key: parts[key] for key in ("openapi", "info", "servers", "tags")}, "paths": paths,
             "components": parts["components"]}  # fmt: skip

@@ -14,7 +14,7 @@ from typing import Any, Final
 from ingest.layout import CHANGE_TYPES
 from ingest.schema import CLOSED_VALUES, UNITS
 from service.dataset import queries
-from service.endpoints import export, supplier_data
+from service.endpoints import estimates, export, supplier_data
 from service.vocabulary import DATA_TYPE_ORDER, DIMENSIONS
 
 
@@ -62,6 +62,7 @@ LISTS: Final[dict[str, Sequence[Any]]] = {
     PARAMETERS + "ChangeOrderDir/schema": queries.ORDER_DIRECTIONS,
     SCHEMAS + "ChangeTypeValue": CHANGE_TYPES,
     PARAMETERS + "Format/schema": export.FORMATS,
+    PARAMETERS + "EstimateFormat/schema": estimates.FORMATS,
     SCHEMAS + "ConflictingParametersDetails/properties/conflicts_with/items": (
         supplier_data.WINDOW_PARAMS
     ),

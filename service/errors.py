@@ -6,7 +6,9 @@
      +-- Forbidden         403    a named venue exists but is outside the key's scope
      +-- NotFound          404    unknown supplier or path (or one outside the key's scope)
      +-- MethodNotAllowed  405
+     +-- PayloadTooLarge   413    a request body over its bound (fee estimates: bytes or fills)
      +-- UriTooLong        414    the request target (path and query) is over 8 KiB
+     +-- UnsupportedMedia  415    a request body in a media type the endpoint does not read
      +-- ValidationError   422    exchange family: every bad parameter, listed in `details`
      +-- RateLimited       429    the key's token bucket is empty (`Retry-After` says when)
      +-- HeadersTooLarge   431    over 100 header lines, or over 16 KiB of them
@@ -64,12 +66,25 @@ class MethodNotAllowed(ApiError):
     status, label, code = 405, "Method Not Allowed", "METHOD_NOT_ALLOWED"
 
     def __init__(self, allowed: str) -> None:
-        super().__init__("method not allowed; use GET or HEAD")
+        methods = sorted((method.strip() for method in allowed.split(",")), key=_get_first)
+        super().__init__(f"method not allowed; use {' or '.join(methods)}")
         self.headers = {"Allow": allowed}
+
+
+def _get_first(method: str) -> tuple[bool, str]:
+    return method != "GET", method
 
 
 class UriTooLong(ApiError):
     status, label, code = 414, "URI Too Long", "URI_TOO_LONG"
+
+
+class PayloadTooLarge(ApiError):
+    status, label, code = 413, "Content Too Large", "PAYLOAD_TOO_LARGE"
+
+
+class UnsupportedMedia(ApiError):
+    status, label, code = 415, "Unsupported Media Type", "UNSUPPORTED_MEDIA_TYPE"
 
 
 class ValidationError(ApiError):

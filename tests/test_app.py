@@ -30,11 +30,14 @@ def headers_for(path: str, key: str = KEYS["full"]) -> dict[str, str]:
     return supplier_headers(key) if "/suppliers/" in path else exchange_headers(key)
 
 
-ALL_PATHS = [
-    prefix + endpoint.path.rstrip("/") + slash
+# Every keyed path, by the method it takes; the GET paths (the POST one has tests of its own,
+# tests/test_estimates.py).
+KEYED_PATHS = [
+    (endpoint.method, prefix + endpoint.path.rstrip("/") + slash)
     for endpoint in ENDPOINTS if endpoint.prefixed and endpoint.handler is not None
     for prefix in PREFIXES for slash in ("", "/")
 ]  # fmt: skip
+ALL_PATHS = [path for method, path in KEYED_PATHS if method == "GET"]
 # The one endpoint with a required parameter, and a value for it.
 REQUIRED = {"/compare": "?fee_type=equity"}
 
@@ -68,14 +71,14 @@ def test_every_endpoint_answers_under_both_path_forms_without_redirect(
     assert response.headers["content-type"] == "application/json"
 
 
-@pytest.mark.parametrize("template", ALL_PATHS[::2])
+@pytest.mark.parametrize(("method", "template"), KEYED_PATHS[::2])
 def test_every_endpoint_refuses_a_request_without_a_valid_key_before_its_parameters(
-    client: httpx.Client, path_values: dict[str, str], template: str
+    client: httpx.Client, path_values: dict[str, str], method: str, template: str
 ) -> None:
     """Each handler reads the call's account first: a guard for the next endpoint too."""
     path = template.format(**path_values) + "?no_such_parameter=1"
     for headers in ({}, headers_for(path, "not-a-key")):
-        response = client.get(path, headers=headers)
+        response = client.request(method, path, headers=headers)
         assert response.status_code == 401
         assert "x-dataset-version" not in response.headers  # it tells a stranger nothing
         if "/suppliers/" in path:

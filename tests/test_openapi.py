@@ -15,6 +15,7 @@ from typing import Any, NamedTuple
 from urllib.parse import urlsplit
 
 import httpx
+import orjson
 import pytest
 from jsonschema import Draft202012Validator
 from referencing import Registry
@@ -141,10 +142,11 @@ def operation_for(method: str, url_path: str) -> Operation:
     """The documented operation a request is answered by.
 
     A method the path does not document is answered 405, and that 405 is documented on the
-    path's GET operation (OpenAPI has no place for "any other method")."""
+    path's own operation (its GET, or its POST: OpenAPI has no place for "any other method")."""
     template = documented_path(url_path)
-    documented = method.lower() in DOCUMENT["paths"][template]
-    return Operation(template, method.lower() if documented else "get")
+    item = DOCUMENT["paths"][template]
+    documented = method.lower() in item
+    return Operation(template, method.lower() if documented else next(iter(item)))
 
 
 def media_types() -> Iterator[tuple[str, dict[str, Any]]]:
@@ -214,7 +216,8 @@ def test_the_document_has_every_route_of_the_app(
     fixture_version: IngestResult, accounts_file: Path
 ) -> None:
     assert list(DOCUMENT["paths"]) == [endpoint.documented for endpoint in ENDPOINTS]
-    assert {operation.method for operation in operations()} == {"get"}
+    methods = {endpoint.documented: endpoint.method.lower() for endpoint in ENDPOINTS}
+    assert {operation.template: operation.method for operation in operations()} == methods
     # Every route of the app but the pages and the scrape is a declared endpoint's.
     settings = Settings(data_dir=fixture_version.version_dir.parent.parent,
                         accounts_file=accounts_file)  # fmt: skip
@@ -296,6 +299,7 @@ class Case(NamedTuple):
     status: int
     media_type: str = JSON
     server: str = "client"  # the fixture that answers it
+    body: bytes | None = None  # a POST's question
 
 
 CSV, PARQUET = "text/csv", "application/vnd.apache.parquet"
@@ -335,6 +339,50 @@ OPERATIONS: list[tuple[str, str, Callable[..., dict[str, str]]]] = [
     ("compare", f"{COMPARE}?fee_type=equity", exchange_headers),
 ]
 MANY_HEADERS = {f"x-filler-{number}": "v" for number in range(101)}
+# POST /fee-estimates: a body of fills (JSON unless said), at every status it documents.
+ESTIMATES = "/api/v1/fee-estimates"
+FILLS = orjson.dumps({"fills": [
+    {"exchange_name": "nasdaq", "trade_date": "2024-01-02", "quantity": 100, "price": 10,
+     "fee_action": "make"},
+    {"exchange_name": "nowhere", "trade_date": "2024-01-02", "quantity": 1, "price": 1,
+     "fee_action": "take"},
+]})  # fmt: skip
+AS_JSON = {"content-type": "application/json"}
+ESTIMATE_CASES = {
+    "estimates": Case("POST", ESTIMATES, {**exchange_headers(), **AS_JSON}, 200, body=FILLS),
+    "estimates-csv": Case(
+        "POST", f"{ESTIMATES}?format=csv", {**exchange_headers(), "content-type": "text/csv"},
+        200, CSV, body=b"exchange_name,trade_date,quantity,price,fee_action\n"
+        b"nasdaq,2024-01-02,1,1,take\n",
+    ),
+    "estimates-no-key": Case("POST", ESTIMATES, AS_JSON, 401, body=FILLS),
+    "estimates-get": Case("GET", ESTIMATES, exchange_headers(), 405),
+    "estimates-too-many": Case(
+        "POST", ESTIMATES, {**exchange_headers(), **AS_JSON}, 413,
+        body=orjson.dumps({"fills": [{}] * 100_001}),
+    ),
+    "estimates-xml": Case(
+        "POST", ESTIMATES, {**exchange_headers(), "content-type": "application/xml"}, 415,
+        body=b"<fills/>",
+    ),
+    "estimates-unknown-field": Case(
+        "POST", ESTIMATES, {**exchange_headers(), **AS_JSON}, 422,
+        body=b'{"fills": [{"quantty": 1}]}',
+    ),
+    "estimates-rate-limited": Case(
+        "POST", ESTIMATES, {**exchange_headers(LIMITED_KEY), **AS_JSON}, 429,
+        server="limited_client", body=FILLS,
+    ),
+    "estimates-malformed": Case(
+        "POST", ESTIMATES, {**exchange_headers(), **AS_JSON, "X-Junk": "\x7f"}, 400, body=FILLS
+    ),
+    "estimates-target-too-long": Case(
+        "POST", f"{ESTIMATES}?x={'a' * 8200}", {**exchange_headers(), **AS_JSON}, 414, body=FILLS
+    ),
+    "estimates-too-many-headers": Case(
+        "POST", ESTIMATES, {**exchange_headers(), **AS_JSON, **MANY_HEADERS}, 431, body=FILLS
+    ),
+}  # fmt: skip
 KEYLESS: list[tuple[str, str, Callable[..., dict[str, str]]]] = [
     ("openapi", "/api/v1/openapi.json", dict),
     ("healthz", "/healthz", dict),
@@ -730,6 +778,7 @@ CASES = {
         422,
     ),
     "compare-no-fee-type": Case("GET", COMPARE, EXCHANGE, 422),
+    **ESTIMATE_CASES,
     "compare-every-problem": Case(
         "GET",
         f"{COMPARE}?fee_type=futures&unit=per_bushel&as_of=2024-02-30&page_size=1",
@@ -807,8 +856,8 @@ def test_a_real_response_matches_the_document(
     http: httpx.Client = request.getfixturevalue(case.server)
     url = case.url.format(**path_values)
     if case.status == 429:
-        http.request(case.method, url, headers=case.headers)  # spends the bucket's one token
-    response = http.request(case.method, url, headers=case.headers)
+        http.request(case.method, url, headers=case.headers, content=case.body)  # its one token
+    response = http.request(case.method, url, headers=case.headers, content=case.body)
     assert response.status_code == case.status, response.text
     media_type = response.headers.get("content-type", "").split(";")[0]
     assert media_type == case.media_type

@@ -4,6 +4,7 @@ the engine checked against a plain per-fill lookup over the Parquet, and the com
 as the engine does."""
 
 import csv
+import json
 import random
 import subprocess
 import sys
@@ -11,6 +12,7 @@ from datetime import date, timedelta
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import duckdb
 import pytest
@@ -325,3 +327,38 @@ def test_make_price_prints_the_fills_priced(priced_version: IngestResult, tmp_pa
     assert done.returncode == 0, done.stderr
     [row] = list(csv.DictReader(done.stdout.splitlines()))
     assert (row["exchange_name"], row["fee"], row["error"]) == ("NYSE", "1.5", "")
+
+
+def test_the_readmes_worked_example_is_the_embedded_datas_answer(
+    embedded_version: IngestResult,
+) -> None:
+    """README's five fills on three venues: each row is what the engine answers over the
+    committed data (the request is the OpenAPI document's example)."""
+    operations = json.loads((ROOT / "service" / "operations.json").read_text(encoding="utf-8"))
+    request = operations["operations"]["estimateFees"]["requestBody"]["content"][
+        "application/json"
+    ]["examples"]["fiveFills"]["value"]
+    opened = Dataset(Path(embedded_version.version_dir), Settings())
+    try:
+        priced = answers(opened, request["fills"])
+    finally:
+        opened.close()
+    rows = []
+    for number, (given, answer) in enumerate(zip(request["fills"], priced, strict=True)):
+        if answer["error"] is None:
+            host = urlsplit(answer["source_link"]).hostname
+            shown = f"{answer['label']} ({host}{', presumed' if answer['presumed'] else ''})"
+        else:
+            shown = answer["error"]
+        fee = "" if answer["fee"] is None else f"{answer['fee']:g}"
+        rows.append(
+            f"  | {number} | {given['exchange_name']} | {given['trade_date']} | "
+            f"{given['quantity']} | {given['fee_action']} | {fee} | {shown} |"
+        )
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    table = readme.split("<!-- fee-estimates-example:start -->\n")[1].split("  <!--")[0]
+    assert table.splitlines()[2:] == rows
+    example = operations["operations"]["estimateFees"]["responses"]["200"]["content"][
+        "application/json"
+    ]["examples"]["fiveFills"]["value"]
+    assert [item["fee"] for item in example["data"]] == [answer["fee"] for answer in priced]

@@ -81,7 +81,7 @@ class Reply:
         self.status, self._head = status, None
         call = self._call
         validators = self._validators(status) if self._from_handler() else []
-        if status == 200 and validators:  # the ETag first
+        if status == 200 and validators[:1] and validators[0][0] == ETAG:  # the ETag first
             if not_modified(call.if_none_match, validators[0][1]):
                 self.status, given, self.replaced = 304, [], True
             else:
@@ -95,12 +95,13 @@ class Reply:
 
     def _from_handler(self) -> bool:
         """Whether an API handler answered a caller with a key (a route took the request, and
-        its method): a 401 names no version."""
+        its method: not a 405): a 401 names no version."""
+        route = self._scope.get("route")
         return (
             self._call.version is not None
             and self._call.caller is not None
-            and "route" in self._scope
-            and self._scope["method"] in ("GET", "HEAD")
+            and route is not None
+            and self._scope["method"] in (getattr(route, "methods", None) or ())
         )
 
     def _validators(self, status: int) -> list[tuple[bytes, bytes]]:
@@ -109,8 +110,8 @@ class Reply:
         call = self._call
         assert call.version is not None
         version = (VERSION_HEADER, call.version.version_id.encode())
-        if status != 200 or call.key is None:
-            return [version]
+        if status != 200 or call.key is None or self._scope["method"] == "POST":
+            return [version]  # a POST's answer is neither validated nor kept: a body asked it
         etag = entity_tag(call.version.version_id, call.key).encode()
         return [(ETAG, etag), (CACHE_CONTROL, b"private, max-age=" + self._max_age), version]
 

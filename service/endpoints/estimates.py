@@ -1,0 +1,204 @@
+"""`POST /api/v1/fee-estimates`: what each fill of a batch cost, on the venue and day it names
+(`docs/pricing.md`). Read-only: nothing is stored; same keys, scope and rate limit as the rest
+of the exchange family, and a batch is one request against the rate limit.
+
+The body is bounded before it costs much: a `Content-Length` over `MAX_BODY_BYTES` is refused
+unread, a body that grows past it is refused as soon as it does (413), and so is a batch of more
+than `MAX_FILLS` fills. A body the endpoint cannot read as fills is a 422 naming its first
+problems (a fill by its place, `fills[3]`, and the field); a fill that reads but cannot be
+priced (an unknown venue, a bad number, no line in force) is that fill's `error` alone.
+"""
+
+import csv
+import io
+from collections import defaultdict
+from decimal import Decimal
+from typing import Any, Final
+
+import orjson
+import pyarrow as pa
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import Response
+
+from service.dataset.version import Dataset
+from service.endpoints import export, fills
+from service.endpoints.envelope import answer
+from service.endpoints.params import exchange_request
+from service.errors import PayloadTooLarge, UnsupportedMedia, ValidationError
+
+MAX_FILLS: Final = 100_000
+# 100,000 fills of JSON with every field take about 20 MB.
+MAX_BODY_BYTES: Final = 32 * 2**20
+MEDIA_TYPES: Final = ("application/json", "text/csv")
+FORMATS: Final = ("json", "csv")
+# The most problems a 422 lists: the first ones are what a caller needs to mend the body.
+MAX_PROBLEMS: Final = 10
+# The CSV answer's columns: a fill's fields, then its answer's.
+CSV_SCHEMA: Final = pa.schema(
+    [(name, pa.string()) for name in fills.FIELDS]
+    + [
+        ("fee", pa.float64()),
+        ("amount", pa.float64()),
+        *((name, pa.string()) for name in ("unit", "record_id", "line_id", "label")),
+        ("confirmed_through", pa.string()),
+        ("presumed", pa.bool_()),
+        ("source_link", pa.string()),
+        ("error", pa.string()),
+    ]
+)
+
+
+async def fee_estimates(request: Request) -> Response:
+    call, account, query = exchange_request(request)
+    kind = query.get("format") or "json"
+    query.check()
+    body = await _body(request)
+    given = _fills(request.headers.get("content-type"), body)
+    dataset = call.dataset
+    checked = fills.checked(given, dataset, account.may_see)
+    answers = await run_in_threadpool(fills.priced, checked, dataset)
+    if kind == "csv":
+        rows = [_as_text(fill) | one for fill, one in zip(given, answers, strict=True)]
+        table = pa.Table.from_pylist(rows, schema=CSV_SCHEMA)
+        return export.download(iter(table.to_batches() or [_empty()]), "csv", "fee-estimates")
+    return answer(call, answers, _meta(checked, answers, dataset))
+
+
+async def _body(request: Request) -> bytes:
+    """The body, refused (413) once it is known to pass `MAX_BODY_BYTES`: from its
+    `Content-Length` before a byte is read, else as it arrives."""
+    length = request.headers.get("content-length", "")
+    if length.isdigit() and int(length) > MAX_BODY_BYTES:
+        raise _too_large()
+    parts, size = [], 0
+    async for part in request.stream():
+        size += len(part)
+        if size > MAX_BODY_BYTES:
+            raise _too_large()
+        parts.append(part)
+    return b"".join(parts)
+
+
+def _too_large() -> PayloadTooLarge:
+    return PayloadTooLarge(
+        f"the body is over {MAX_BODY_BYTES // 2**20} MiB ({MAX_BODY_BYTES:,} bytes); send at most "
+        f"{MAX_FILLS:,} fills a request"
+    )
+
+
+def _fills(content_type: str | None, body: bytes) -> list[Any]:
+    """The fills of a JSON or CSV body, each a mapping of the fields it gives."""
+    media = (content_type or "application/json").split(";")[0].strip().lower()
+    if media not in MEDIA_TYPES:
+        raise UnsupportedMedia(f"a body of fills is {' or '.join(MEDIA_TYPES)}, not {media}")
+    problems: list[dict[str, Any]] = []
+    read = (
+        _json_fills(body, problems) if media == "application/json" else _csv_fills(body, problems)
+    )
+    if len(read) > MAX_FILLS:
+        raise PayloadTooLarge(f"{len(read):,} fills: at most {MAX_FILLS:,} a request")
+    for number, fill in enumerate(read):
+        problems += _fill_problems(f"fills[{number}]", fill)
+        if len(problems) >= MAX_PROBLEMS:
+            break
+    if problems:
+        raise ValidationError("The body's fills cannot be read.", problems[:MAX_PROBLEMS])
+    return read
+
+
+def _fill_problems(place: str, fill: Any) -> list[dict[str, Any]]:
+    """What keeps one fill from being read: not an object, a field not of `fills.FIELDS`, a
+    value other than a string, a number or null."""
+    if not isinstance(fill, dict):
+        return [_problem(place, "must be an object")]
+    unknown = [name for name in fill if name not in fills.FIELDS]
+    wrong = [name for name, value in fill.items() if not _scalar(value)]
+    return [_problem(f"{place}.{name}", "unknown field") for name in unknown] + [
+        _problem(f"{place}.{name}", "must be a string or a number") for name in wrong
+    ]
+
+
+def _problem(field: str, message: str, allowed: list[str] | None = None) -> dict[str, Any]:
+    problem: dict[str, Any] = {"field": field, "message": message}
+    if allowed is not None:
+        problem["allowed"] = allowed
+    return problem
+
+
+def _scalar(value: Any) -> bool:
+    return value is None or (isinstance(value, str | int | float) and not isinstance(value, bool))
+
+
+def _json_fills(body: bytes, problems: list[dict[str, Any]]) -> list[Any]:
+    try:
+        document = orjson.loads(body)
+    except orjson.JSONDecodeError as error:
+        problems.append(_problem("body", f"not JSON: {error}"))
+        return []
+    if not isinstance(document, dict):
+        problems.append(_problem("body", 'must be an object: {"fills": [...]}'))
+        return []
+    problems += [_problem(name, "unknown field", ["fills"]) for name in document if name != "fills"]
+    given = document.get("fills")
+    if not isinstance(given, list):
+        problems.append(_problem("fills", "must be a list of fills"))
+        return []
+    return given
+
+
+def _csv_fills(body: bytes, problems: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    try:
+        text = body.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        problems.append(_problem("body", "not UTF-8 text"))
+        return []
+    reader = csv.DictReader(io.StringIO(text), restkey="\0extra")
+    try:
+        rows = list(reader)
+    except csv.Error as error:
+        problems.append(_problem("body", f"not CSV: {error}"))
+        return []
+    unknown = [name for name in reader.fieldnames or [] if name not in fills.FIELDS]
+    problems += [_problem(name, "unknown column", list(fills.FIELDS)) for name in unknown]
+    problems += [
+        _problem(f"fills[{number}]", "more values than the header names")
+        for number, row in enumerate(rows)
+        if "\0extra" in row
+    ][:MAX_PROBLEMS]
+    return [] if problems else rows
+
+
+def _as_text(fill: dict[str, Any]) -> dict[str, str | None]:
+    """A fill's fields as the CSV answer writes them back."""
+    return {name: None if fill.get(name) is None else str(fill[name]) for name in fills.FIELDS}
+
+
+def _empty() -> pa.RecordBatch:
+    return pa.RecordBatch.from_pylist([], schema=CSV_SCHEMA)
+
+
+def _meta(checked: fills.Fills, answers: list[dict[str, Any]], dataset: Dataset) -> dict[str, Any]:
+    """How many fills were priced and refused, and the fees per venue and per trade date."""
+    by_venue: dict[str, list[Decimal]] = defaultdict(list)
+    by_day: dict[str, list[Decimal]] = defaultdict(list)
+    for row in checked.rows:
+        fee = answers[row["fill"]]["fee"]
+        if fee is not None:
+            by_venue[row["exchange"]].append(Decimal(str(fee)))
+            by_day[row["trade_date"].isoformat()].append(Decimal(str(fee)))
+    priced = sum(len(fees) for fees in by_venue.values())
+    return {
+        "fills": checked.count,
+        "priced": priced,
+        "refused": checked.count - priced,
+        "total_fee": float(sum((sum(fees) for fees in by_venue.values()), Decimal(0))),
+        "by_exchange": [_total("exchange_name", code, by_venue[code]) for code in sorted(by_venue)],
+        "by_trade_date": [_total("trade_date", day, by_day[day]) for day in sorted(by_day)],
+        "version_id": dataset.version_id,
+        "record_count": checked.count,
+    }
+
+
+def _total(key: str, value: str, fees: list[Decimal]) -> dict[str, Any]:
+    return {key: value, "fills": len(fees), "fee": float(sum(fees, Decimal(0)))}

@@ -1,0 +1,223 @@
+"""`POST /api/v1/fee-estimates` through the real server: the fees worked out by hand in
+`tests/test_pricing.py`, in JSON and CSV, the batch's totals, the key's scope, the bounds on the
+body, and the endpoint answering every fill as `fees price` does."""
+
+import csv
+import io
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from ingest.pipeline import IngestResult, run_ingest
+from service.endpoints import estimates, fills
+from service.settings import Settings
+from tests.conftest import (
+    KEYS,
+    REGISTRY,
+    LiveServer,
+    exchange_headers,
+    supplier_headers,
+    write_raw,
+)
+from tests.test_pricing import REFUSED, ROWS, WORKED, fill
+
+ROOT = Path(__file__).parent.parent
+PATH = "/api/v1/fee-estimates"
+
+
+@pytest.fixture(scope="module")
+def client(priced_version: IngestResult, accounts_file: Path) -> Iterator[httpx.Client]:
+    settings = Settings(
+        data_dir=Path(priced_version.version_dir).parent.parent, accounts_file=accounts_file
+    )
+    with LiveServer(settings) as live, httpx.Client(base_url=live.url, timeout=30) as http:
+        yield http
+
+
+@pytest.fixture(scope="module")
+def priced_version(tmp_path_factory: pytest.TempPathFactory) -> IngestResult:
+    root = tmp_path_factory.mktemp("estimates")
+    write_raw(root / "raw" / "fees.csv", ROWS)
+    return run_ingest(root / "raw", root / "data", registry=REGISTRY)
+
+
+def post(client: httpx.Client, given: list[dict[str, Any]], **kwargs: Any) -> httpx.Response:
+    return client.post(PATH, json={"fills": given}, headers=exchange_headers(), **kwargs)
+
+
+def test_each_fill_is_answered_in_its_place_with_the_fee_worked_out_by_hand(
+    client: httpx.Client,
+) -> None:
+    given = [case[1] for case in WORKED] + [REFUSED[0][1], REFUSED[2][1]]
+    answer = post(client, given)
+    assert answer.status_code == 200, answer.text
+    data = answer.json()["data"]
+    assert [item["fee"] for item in data] == pytest.approx(
+        [case[2] for case in WORKED] + [None, None]
+    )  # type: ignore[comparison-overlap]
+    assert [item["error"] for item in data[-2:]] == [REFUSED[0][2], REFUSED[2][2]]
+    assert answer.headers["x-dataset-version"]
+    # A POST's answer is neither validated nor kept for the cache.
+    assert "etag" not in answer.headers and "server-timing" in answer.headers
+
+
+def test_the_meta_totals_the_priced_fills_per_venue_and_per_trade_date(
+    client: httpx.Client,
+) -> None:
+    given = [WORKED[0][1], WORKED[1][1], WORKED[5][1], REFUSED[2][1]]  # -2.0, 1.5, 15.0, refused
+    meta = post(client, given).json()["meta"]
+    assert (meta["fills"], meta["priced"], meta["refused"], meta["record_count"]) == (4, 3, 1, 4)
+    assert meta["total_fee"] == pytest.approx(14.5)
+    assert meta["by_exchange"] == [
+        {"exchange_name": "memx", "fills": 1, "fee": 15.0},
+        {"exchange_name": "nyse", "fills": 2, "fee": -0.5},
+    ]
+    assert meta["by_trade_date"] == [
+        {"trade_date": "2023-06-01", "fills": 2, "fee": -0.5},
+        {"trade_date": "2024-03-01", "fills": 1, "fee": 15.0},
+    ]
+    assert list(meta)[-1] == "query_time_ms"
+
+
+def test_a_csv_body_and_a_csv_answer(client: httpx.Client) -> None:
+    body = "exchange_name,trade_date,quantity,price,fee_action\nnyse,2023-06-01,500,25,take\n"
+    answer = client.post(
+        PATH, params={"format": "csv"}, content=body,
+        headers={**exchange_headers(), "content-type": "text/csv"},
+    )  # fmt: skip
+    assert answer.status_code == 200, answer.text
+    assert answer.headers["content-type"].startswith("text/csv")
+    [row] = list(csv.DictReader(io.StringIO(answer.text)))
+    assert list(row) == [*fills.FIELDS, *fills.ANSWER_FIELDS]
+    assert (row["exchange_name"], row["fee"], row["unit"], row["error"]) == (
+        "nyse", "1.5", "per_share", "",
+    )  # fmt: skip
+
+
+def test_a_venue_outside_the_keys_scope_is_an_unknown_venue_of_that_fill_alone(
+    client: httpx.Client,
+) -> None:
+    given = [WORKED[0][1], WORKED[5][1], fill("nowhere", "2024-03-01", "1", "1", "take")]
+    answer = client.post(PATH, json={"fills": given}, headers=exchange_headers(KEYS["nyse"]))
+    data = answer.json()["data"]
+    assert data[0]["fee"] == -2.0
+    assert [item["error"] for item in data[1:]] == [
+        "unknown exchange: memx", "unknown exchange: nowhere",
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("body", "problems"),
+    [
+        ({"fills": [{"exchange": "nyse"}, 5, {"quantity": [1]}], "tiers": {}},
+         [("tiers", "unknown field"), ("fills[0].exchange", "unknown field"),
+          ("fills[1]", "must be an object"),
+          ("fills[2].quantity", "must be a string or a number")]),
+        ({"fill": []}, [("fill", "unknown field"), ("fills", "must be a list of fills")]),
+        ([1, 2], [("body", 'must be an object: {"fills": [...]}')]),
+    ],
+    ids=["fields", "no fills", "not an object"],
+)  # fmt: skip
+def test_a_body_that_cannot_be_read_as_fills_is_a_422_naming_its_problems(
+    client: httpx.Client, body: Any, problems: list[tuple[str, str]]
+) -> None:
+    answer = client.post(PATH, json=body, headers=exchange_headers())
+    assert answer.status_code == 422
+    details = answer.json()["error"]["details"]
+    assert [(item["field"], item["message"]) for item in details] == problems
+
+
+def test_not_json_an_unknown_column_and_another_media_type(client: httpx.Client) -> None:
+    headers = exchange_headers()
+    broken = client.post(
+        PATH, content=b"{", headers={**headers, "content-type": "application/json"}
+    )
+    assert broken.status_code == 422
+    assert broken.json()["error"]["details"][0]["message"].startswith("not JSON")
+    column = client.post(
+        PATH, content="exchange_name,quantty\nnyse,1\n",
+        headers={**headers, "content-type": "text/csv; charset=utf-8"},
+    )  # fmt: skip
+    assert column.json()["error"]["details"][0]["field"] == "quantty"
+    xml = client.post(PATH, content=b"<a/>", headers={**headers, "content-type": "text/xml"})
+    assert (xml.status_code, xml.json()["error"]["code"]) == (415, "UNSUPPORTED_MEDIA_TYPE")
+
+
+def test_a_body_over_its_bound_is_refused_before_it_is_read(client: httpx.Client) -> None:
+    """A `Content-Length` over the bound is a 413 at once: the answer comes back though not a
+    byte of the body was sent."""
+    host, port = str(client.base_url.host), int(client.base_url.port or 80)
+    head = (
+        f"POST {PATH} HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n"
+        f"x-service-api-access-key: {KEYS['full']}\r\n"
+        f"Content-Length: {estimates.MAX_BODY_BYTES + 1}\r\n\r\n"
+    )
+    with socket.create_connection((host, port), timeout=10) as connection:
+        connection.sendall(head.encode())
+        answer = connection.recv(65536).decode()
+    assert answer.startswith("HTTP/1.1 413 ")
+    assert '"code":"PAYLOAD_TOO_LARGE"' in answer
+
+
+def test_more_fills_than_a_request_takes_is_a_413(client: httpx.Client) -> None:
+    given = [{}] * (estimates.MAX_FILLS + 1)
+    answer = post(client, given)
+    assert answer.status_code == 413
+    assert answer.json()["error"]["message"] == "100,001 fills: at most 100,000 a request"
+
+
+def test_the_endpoint_takes_post_alone_and_a_key_of_its_family(client: httpx.Client) -> None:
+    get = client.get(PATH, headers=exchange_headers())
+    assert (get.status_code, get.headers["allow"]) == (405, "POST")
+    assert get.json()["error"]["message"] == "method not allowed; use POST"
+    keyless = client.post(PATH, json={"fills": []})
+    assert keyless.status_code == 401
+    bearer = client.post(PATH, json={"fills": []}, headers=supplier_headers())
+    assert bearer.status_code == 401
+    for prefix in ("/api/v1", "/v1"):
+        for slash in ("", "/"):
+            answer = client.post(f"{prefix}/fee-estimates{slash}", json={"fills": []},
+                                 headers=exchange_headers())  # fmt: skip
+            assert answer.status_code == 200
+
+
+def test_the_endpoint_and_the_command_agree_on_every_fill(
+    client: httpx.Client, priced_version: IngestResult, tmp_path: Path
+) -> None:
+    given = [case[1] for case in WORKED] + [case[1] for case in REFUSED]
+    source = tmp_path / "fills.csv"
+    with source.open("w", newline="", encoding="utf-8") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(fills.FIELDS), restval="")
+        writer.writeheader()
+        writer.writerows(given)
+    out = tmp_path / "priced.csv"
+    done = subprocess.run(
+        [sys.executable, "-m", "service", "price", str(source), "--out", str(out),
+         "--data", str(Path(priced_version.version_dir).parent.parent)],
+        cwd=ROOT, capture_output=True, text=True,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    with out.open(newline="", encoding="utf-8") as handle:
+        command = [
+            {name: row[name] for name in fills.ANSWER_FIELDS} for row in csv.DictReader(handle)
+        ]
+    answer = client.post(
+        PATH, params={"format": "csv"}, content=source.read_bytes(),
+        headers={**exchange_headers(), "content-type": "text/csv"},
+    )  # fmt: skip
+    endpoint = [
+        {name: row[name] for name in fills.ANSWER_FIELDS}
+        for row in csv.DictReader(io.StringIO(answer.text))
+    ]
+    assert len(command) == len(given) == len(endpoint)
+    for mine, theirs in zip(command, endpoint, strict=True):
+        assert mine["record_id"] == theirs["record_id"] and mine["error"] == theirs["error"]
+        assert (float(mine["fee"]) if mine["fee"] else None) == (
+            float(theirs["fee"]) if theirs["fee"] else None
+        )
