@@ -362,3 +362,8 @@ def test_the_readmes_worked_example_is_the_embedded_datas_answer(
         "application/json"
     ]["examples"]["fiveFills"]["value"]
     assert [item["fee"] for item in example["data"]] == [answer["fee"] for answer in priced]
+
+
+def test_trailing_zeros_are_not_decimal_places(dataset: Dataset) -> None:
+    [answer] = answers(dataset, [fill("nyse", "2023-06-01", "500.0000000", "25.000000000", "take")])
+    assert (answer["fee"], answer["error"]) == (1.5, None)

@@ -4,7 +4,7 @@ and every fill answered in its place. `fees price` and the fee-estimates endpoin
 answer fills through this one module, so they agree on every fill.
 """
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import date
 from decimal import Decimal, InvalidOperation
@@ -131,27 +131,23 @@ def _number(name: str, text: str | None) -> Decimal:
     least = "at least 0" if zero_allowed else "more than 0"
     if not number.is_finite() or number < 0 or (number == 0 and not zero_allowed):
         raise ValueError(f"{name} must be a number {least}")
-    if number >= bound or -number.as_tuple().exponent > places:  # type: ignore[operator]
+    exponent = number.normalize().as_tuple().exponent  # 1.50 has 1 place, 100 none
+    assert isinstance(exponent, int)  # a finite number's
+    if number >= bound or -exponent > places:
         raise ValueError(f"{name} must be below {bound:,} with at most {places} decimal places")
-    return number
+    return number.quantize(Decimal(10) ** -places)
 
 
 def priced(fills: Fills, dataset: Dataset) -> list[dict[str, Any]]:
     """Every fill's answer, in order: its fee and line (`ANSWER_FIELDS`), or its error."""
     table = pa.Table.from_pylist(fills.rows, schema=FILLS_SCHEMA)
-    engine = dataset.price(table).to_pylist() if fills.rows else []
-    by_fill = {row["fill"]: (row, day) for row, day in zip(engine, _days(fills.rows), strict=True)}
-    answers = []
-    for number in range(fills.count):
-        if number in fills.errors:
-            answers.append(_refused(fills.errors[number]))
-        else:
-            answers.append(_answer(*by_fill[number]))
-    return answers
-
-
-def _days(rows: Sequence[dict[str, Any]]) -> list[date]:
-    return [row["trade_date"] for row in rows]
+    engine = {row["fill"]: row for row in dataset.price(table).to_pylist()} if fills.rows else {}
+    days = {row["fill"]: row["trade_date"] for row in fills.rows}
+    return [
+        _refused(fills.errors[number]) if number in fills.errors
+        else _answer(engine[number], days[number])
+        for number in range(fills.count)
+    ]  # fmt: skip
 
 
 def _refused(error: str) -> dict[str, Any]:
