@@ -27,7 +27,7 @@ from ingest.storage import InvalidSetting, endpoint_url, location, setting
 
 COMMANDS_GROUP = "fees.commands"
 DESCRIPTION = """The exchange fee data service's command line: the data commands (ingest, sql,
-synth, coverage) and the service's (serve, keys). Settings come from FEES_* environment
+synth, coverage) and the service's (serve, keys, price). Settings come from FEES_* environment
 variables (README, "Settings"); flags given on the command line win. `fees COMMAND --help`
 says what each takes. Exit status: 0 done; 1 the command failed; 2 a bad argument or
 setting."""
