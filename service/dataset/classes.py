@@ -219,13 +219,11 @@ class ClassIndex:
             todo, width = todo[~has_hit & inside[:, -1]], width * 2
         return first_places
 
-    def _by_venue(
-        self, venues: Array, compared: Array, per_group: GroupSpreads
-    ) -> dict[str, Spread]:
+    def _by_venue(self, venues: Array, compared: Array, groups: GroupSpreads) -> dict[str, Spread]:
         """Each venue's spread from its groups': counts summed, extremes the least keys."""
         order, records = self._arrays["class_order"], self._index.column("record_rank")
         amounts = self._arrays["class_amount"]
-        counts = per_group.counts
+        counts = groups.counts
         some = venues[compared & (counts > 0)]
 
         def key(places: Array, amount: Array) -> Array:
@@ -233,18 +231,15 @@ class ClassIndex:
             return (amount.astype(np.uint64) << np.uint64(32)) | rank
 
         top = np.uint64(NULL_RANK)
-        lowest = _least(some, key(per_group.lowest, amounts[per_group.lowest]), per_group.lowest)
-        highest = _least(
-            some, key(per_group.highest, top - amounts[per_group.highest]), per_group.highest
-        )
+        low_at, high_at = groups.lowest, groups.highest
+        lowest = _least(some, key(low_at, amounts[low_at]), low_at)
+        highest = _least(some, key(high_at, top - amounts[high_at]), high_at)
         names, owner = np.unique(venues, return_inverse=True)
         matched = np.bincount(owner, weights=counts, minlength=len(names)).astype(np.int64)
         in_unit = np.bincount(owner, weights=counts * compared, minlength=len(names))
         stale = np.zeros(len(names), dtype=np.int64)
-        if per_group.stale is not None:
-            stale = np.bincount(owner, weights=per_group.stale, minlength=len(names)).astype(
-                np.int64
-            )
+        if groups.stale is not None:
+            stale = np.bincount(owner, weights=groups.stale, minlength=len(names)).astype(np.int64)
         spreads = {}
         for venue, total, here, old in zip(
             names.tolist(), matched.tolist(), in_unit.tolist(), stale.tolist(), strict=True
