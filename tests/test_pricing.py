@@ -83,7 +83,9 @@ def fill(exchange: str, day: str, quantity: str, price: str, action: str, **more
 
 
 def answers(dataset: Dataset, given: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return fills.priced(fills.checked(given, dataset, lambda code: True), dataset)
+    checked = fills.checked(fills.from_mappings(given), dataset, lambda code: True)
+    answered: list[dict[str, Any]] = fills.priced(checked, dataset).to_pylist()
+    return answered
 
 
 # Each fill and its fee (USD, negative: a rebate to the member), worked out by hand.
@@ -193,12 +195,12 @@ def test_a_bad_fill_never_fails_the_others_and_answers_keep_the_fills_order(
 def test_a_venue_outside_the_callers_scope_is_unknown_like_one_that_does_not_exist(
     dataset: Dataset,
 ) -> None:
-    checked = fills.checked(
-        [fill("nyse", "2023-06-01", "1", "1", "make"), fill("zz", "2023-06-01", "1", "1", "make")],
-        dataset,
-        lambda code: code != "nyse",
-    )
-    assert checked.errors == {0: "unknown exchange: nyse", 1: "unknown exchange: zz"}
+    given = [
+        fill("nyse", "2023-06-01", "1", "1", "make"),
+        fill("zz", "2023-06-01", "1", "1", "make"),
+    ]
+    checked = fills.checked(fills.from_mappings(given), dataset, lambda code: code != "nyse")
+    assert checked.errors.to_pylist() == ["unknown exchange: nyse", "unknown exchange: zz"]
 
 
 # ---- the engine against a plain lookup, one fill at a time, over the Parquet files
@@ -296,7 +298,7 @@ def test_the_command_writes_each_fill_with_the_engines_answer(
     for row, answer in zip(written, expected, strict=True):
         assert {name: row[name] for name in fills.ANSWER_FIELDS} == {
             name: "" if value is None else str(value).lower() if isinstance(value, bool)
-            else str(value)
+            else f"{value:g}" if isinstance(value, float) else str(value)
             for name, value in answer.items()
         }  # fmt: skip
 

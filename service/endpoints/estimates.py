@@ -34,19 +34,6 @@ MEDIA_TYPES: Final = ("application/json", "text/csv")
 FORMATS: Final = ("json", "csv")
 # The most problems a 422 lists: the first ones are what a caller needs to mend the body.
 MAX_PROBLEMS: Final = 10
-# The CSV answer's columns: a fill's fields, then its answer's.
-CSV_SCHEMA: Final = pa.schema(
-    [(name, pa.string()) for name in fills.FIELDS]
-    + [
-        ("fee", pa.float64()),
-        ("amount", pa.float64()),
-        *((name, pa.string()) for name in ("unit", "record_id", "line_id", "label")),
-        ("confirmed_through", pa.string()),
-        ("presumed", pa.bool_()),
-        ("source_link", pa.string()),
-        ("error", pa.string()),
-    ]
-)
 
 
 async def fee_estimates(request: Request) -> Response:
@@ -56,13 +43,16 @@ async def fee_estimates(request: Request) -> Response:
     body = await _body(request)
     given = _fills(request.headers.get("content-type"), body)
     dataset = call.dataset
-    checked = fills.checked(given, dataset, account.may_see)
+    checked = fills.checked(fills.from_mappings(given), dataset, account.may_see)
     answers = await run_in_threadpool(fills.priced, checked, dataset)
     if kind == "csv":
-        rows = [_as_text(fill) | one for fill, one in zip(given, answers, strict=True)]
-        table = pa.Table.from_pylist(rows, schema=CSV_SCHEMA)
-        return export.download(iter(table.to_batches() or [_empty()]), "csv", "fee-estimates")
-    return answer(call, answers, _meta(checked, answers, dataset))
+        table = pa.Table.from_arrays(
+            [*checked.text.columns, *answers.columns],
+            names=[*checked.text.column_names, *answers.column_names],
+        )
+        batches = table.to_batches() or [pa.RecordBatch.from_pylist([], schema=table.schema)]
+        return export.download(iter(batches), "csv", "fee-estimates")
+    return answer(call, answers.to_pylist(), _meta(checked, answers, dataset))
 
 
 async def _body(request: Request) -> bytes:
@@ -169,30 +159,24 @@ def _csv_fills(body: bytes, problems: list[dict[str, Any]]) -> list[dict[str, An
     return [] if problems else rows
 
 
-def _as_text(fill: dict[str, Any]) -> dict[str, str | None]:
-    """A fill's fields as the CSV answer writes them back."""
-    return {name: None if fill.get(name) is None else str(fill[name]) for name in fills.FIELDS}
-
-
-def _empty() -> pa.RecordBatch:
-    return pa.RecordBatch.from_pylist([], schema=CSV_SCHEMA)
-
-
-def _meta(checked: fills.Fills, answers: list[dict[str, Any]], dataset: Dataset) -> dict[str, Any]:
-    """How many fills were priced and refused, and the fees per venue and per trade date."""
+def _meta(checked: fills.Fills, answers: pa.Table, dataset: Dataset) -> dict[str, Any]:
+    """How many fills were priced and refused, and the fees per venue and per trade date
+    (summed as decimals: each fee has at most 8 places)."""
     by_venue: dict[str, list[Decimal]] = defaultdict(list)
     by_day: dict[str, list[Decimal]] = defaultdict(list)
-    for row in checked.rows:
-        fee = answers[row["fill"]]["fee"]
+    engine = checked.engine
+    fees = answers["fee"].take(engine["fill"]).to_pylist()
+    venues, days = engine["exchange"].to_pylist(), engine["trade_date"].to_pylist()
+    for fee, venue, day in zip(fees, venues, days, strict=True):
         if fee is not None:
-            by_venue[row["exchange"]].append(Decimal(str(fee)))
-            by_day[row["trade_date"].isoformat()].append(Decimal(str(fee)))
-    priced = sum(len(fees) for fees in by_venue.values())
+            by_venue[venue].append(Decimal(str(fee)))
+            by_day[day.isoformat()].append(Decimal(str(fee)))
+    priced = sum(len(values) for values in by_venue.values())
     return {
         "fills": checked.count,
         "priced": priced,
         "refused": checked.count - priced,
-        "total_fee": float(sum((sum(fees) for fees in by_venue.values()), Decimal(0))),
+        "total_fee": float(sum((sum(values) for values in by_venue.values()), Decimal(0))),
         "by_exchange": [_total("exchange_name", code, by_venue[code]) for code in sorted(by_venue)],
         "by_trade_date": [_total("trade_date", day, by_day[day]) for day in sorted(by_day)],
         "version_id": dataset.version_id,
