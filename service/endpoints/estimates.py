@@ -12,6 +12,7 @@ priced (an unknown venue, a bad number, no line in force) is that fill's `error`
 import csv
 import io
 from collections import defaultdict
+from collections.abc import Callable
 from decimal import Decimal
 from typing import Any, Final
 
@@ -41,10 +42,11 @@ async def fee_estimates(request: Request) -> Response:
     kind = query.get("format") or "json"
     query.check()
     body = await _body(request)
-    given = _fills(request.headers.get("content-type"), body)
     dataset = call.dataset
-    checked = fills.checked(fills.from_mappings(given), dataset, account.may_see)
-    answers = await run_in_threadpool(fills.priced, checked, dataset)
+    # Reading, checking and pricing a batch is work of up to a second: off the event loop.
+    checked, answers = await run_in_threadpool(
+        _priced, request.headers.get("content-type"), body, dataset, account.may_see
+    )
     if kind == "csv":
         table = pa.Table.from_arrays(
             [*checked.text.columns, *answers.columns],
@@ -53,6 +55,14 @@ async def fee_estimates(request: Request) -> Response:
         batches = table.to_batches() or [pa.RecordBatch.from_pylist([], schema=table.schema)]
         return export.download(iter(batches), "csv", "fee-estimates")
     return answer(call, answers.to_pylist(), _meta(checked, answers, dataset))
+
+
+def _priced(
+    content_type: str | None, body: bytes, dataset: Dataset, may_see: Callable[[str], bool]
+) -> tuple[fills.Fills, pa.Table]:
+    """The body's fills checked, and their answers."""
+    checked = fills.checked(fills.from_mappings(_fills(content_type, body)), dataset, may_see)
+    return checked, fills.priced(checked, dataset)
 
 
 async def _body(request: Request) -> bytes:
