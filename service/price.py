@@ -69,20 +69,15 @@ def _price_file(source: Path, out: BinaryIO, dataset: "Dataset", *, show: bool) 
         read_options=pacsv.ReadOptions(block_size=BLOCK_BYTES),
         convert_options=pacsv.ConvertOptions(column_types=text, strings_can_be_null=False),
     )
-    writer: pacsv.CSVWriter | None = None
+    written = pa.schema([*text.items(), *fills.ANSWERS])
     progress = tqdm(unit=" fills", disable=not show)
-    for batch in reader:
-        given = pa.Table.from_batches([batch])
-        checked = fills.checked(fills.text_of(given), dataset, lambda code: True)
-        answers = fills.priced(checked, dataset)
-        table = pa.Table.from_arrays(
-            [*given.columns, *answers.columns], names=[*given.column_names, *answers.column_names]
-        )
-        writer = writer or pacsv.CSVWriter(out, table.schema)
-        writer.write_table(table)
-        progress.update(batch.num_rows)
-    if writer is None:  # no fill: the header alone
-        out.write((",".join([*header, *fills.ANSWER_FIELDS]) + "\n").encode())
-    else:
-        writer.close()
+    with pacsv.CSVWriter(out, written) as writer:  # the header even for a file of no fills
+        for batch in reader:
+            given = pa.Table.from_batches([batch])
+            checked = fills.checked(fills.text_of(given), dataset, lambda code: True)
+            answers = fills.priced(checked, dataset)
+            writer.write_table(
+                pa.Table.from_arrays([*given.columns, *answers.columns], schema=written)
+            )
+            progress.update(batch.num_rows)
     progress.close()

@@ -83,7 +83,7 @@ def compare(request: Request) -> Response:
     kind = export.wanted_format(kind, request.headers.get("accept", ""))
     if kind != "json":
         name = f"compare-{as_of.isoformat()}-{dataset.version_id}"
-        return export.download(iter(table.to_batches() or [_empty(table)]), kind, name)
+        return export.download_table(table, kind, name)
     items = [_item(row) for row in table.to_pylist()]
     meta = {
         "as_of": as_of.isoformat(),
@@ -141,8 +141,3 @@ def _item(row: dict[str, Any]) -> dict[str, Any]:
         record = {name: row[f"{side}_{name}"] for name in EXTREME_FIELDS}
         item[side] = record if record["record_id"] is not None else None
     return item
-
-
-def _empty(table: pa.Table) -> pa.RecordBatch:
-    """A download of no venues still carries its columns."""
-    return pa.RecordBatch.from_pylist([], schema=table.schema)

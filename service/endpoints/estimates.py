@@ -52,8 +52,7 @@ async def fee_estimates(request: Request) -> Response:
             [*checked.text.columns, *answers.columns],
             names=[*checked.text.column_names, *answers.column_names],
         )
-        batches = table.to_batches() or [pa.RecordBatch.from_pylist([], schema=table.schema)]
-        return export.download(iter(batches), "csv", "fee-estimates")
+        return export.download_table(table, "csv", "fee-estimates")
     return answer(call, answers.to_pylist(), _meta(checked, answers, dataset))
 
 

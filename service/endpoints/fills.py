@@ -34,7 +34,8 @@ FIELDS: Final = (
     "symbol_type",
 )
 REQUIRED: Final = ("exchange_name", "trade_date", "quantity", "price", "fee_action")
-TEXT: Final = pa.schema([(name, pa.string()) for name in FIELDS])
+STRING: Final = pa.string()
+TEXT: Final = pa.schema([(name, STRING) for name in FIELDS])
 # What each fill is answered with, in order (the CSV's columns after the fill's own).
 ANSWERS: Final = pa.schema(
     [
@@ -51,6 +52,8 @@ ANSWERS: Final = pa.schema(
     ]
 )
 ANSWER_FIELDS: Final = tuple(ANSWERS.names)
+# A fill the engine finds no line for: this, then its trade date.
+NO_LINE: Final = "no standard line of this venue for this fill is in force on "
 # The closed fields: a fill's field -> the values it takes.
 CHOICES: Final = {
     "fee_action": CLOSED_VALUES["action"],
@@ -60,7 +63,6 @@ CHOICES: Final = {
 }
 # Numbers as the engine holds them (`FILLS_SCHEMA`): at most these places, below these bounds.
 NUMBERS: Final = {"quantity": (6, Decimal(10**12), False), "price": (8, Decimal(10**10), True)}
-STRING: Final = pa.string()
 NO_TEXT: Final = pa.scalar(None, STRING)
 
 
@@ -95,9 +97,9 @@ def text_of(table: pa.Table) -> pa.Table:
     columns = {}
     for name in FIELDS:
         if name not in table.column_names:
-            columns[name] = pa.nulls(table.num_rows, pa.string())
+            columns[name] = pa.nulls(table.num_rows, STRING)
             continue
-        trimmed = pc.utf8_trim_whitespace(table[name].cast(pa.string()))
+        trimmed = pc.utf8_trim_whitespace(table[name].cast(STRING))
         columns[name] = pc.if_else(pc.equal(trimmed, ""), NO_TEXT, trimmed)
     return pa.table(columns, schema=TEXT)
 
@@ -170,7 +172,7 @@ def _missing(text: pa.Table) -> pa.Array:
     mask = flags[0]
     for place, flag in enumerate(flags[1:], start=1):
         mask = pc.add(mask, pc.multiply(flag, 2**place))
-    return _by_value(mask, _missing_message, pa.string())
+    return _by_value(mask, _missing_message)
 
 
 def _missing_message(mask: int) -> str | None:
@@ -231,33 +233,27 @@ def priced(fills: Fills, dataset: Dataset) -> pa.Table:
     def column(name: str, kind: pa.DataType) -> pa.Array:
         if name not in engine.column_names:
             return pa.nulls(fills.count, kind)
-        return engine[name].combine_chunks().take(place).cast(kind)
+        values = engine[name].combine_chunks().take(place)
+        if pa.types.is_decimal(values.type):  # through its text: Arrow's own cast is not
+            values = values.cast(STRING)  # correctly rounded (-0.0012 became -0.00120...01)
+        return values.cast(kind)
 
     lines = column("lines", pa.int64())
-    unpriced = pc.indices_nonzero(pc.fill_null(pc.not_equal(lines, 1), False)).to_pylist()
-    engine_errors: list[str | None] = [None] * fills.count
-    days = fills.text["trade_date"].combine_chunks()
-    candidates = column("candidates", pa.list_(pa.string()))
-    for at in unpriced:
-        engine_errors[at] = _engine_error(
-            lines[at].as_py(), days[at].as_py(), candidates[at].as_py()
-        )
-    answers = {
-        name: column(source, ANSWERS.field(name).type)
-        for name, source in (("fee", "fee"), ("amount", "amount"), ("unit", "unit"),
-                             ("record_id", "record_id"), ("line_id", "line_id"),
-                             ("label", "label"), ("confirmed_through", "confirmed_through"),
-                             ("presumed", "presumed"), ("source_link", "source_link"))
-    }  # fmt: skip
-    answers["error"] = pc.coalesce(fills.errors, pa.array(engine_errors, pa.string()))
+    # No line: a column operation (every fill of a venue with none); several lines name their
+    # records, a few fills at most, one by one.
+    no_line = _where(pc.equal(lines, 0), _prefixed(NO_LINE, fills.text["trade_date"]))
+    several: list[str | None] = [None] * fills.count
+    candidates = column("candidates", pa.list_(STRING))
+    for at in pc.indices_nonzero(pc.fill_null(pc.greater(lines, 1), False)).to_pylist():
+        several[at] = _several(candidates[at].as_py())
+    answers = {name: column(name, ANSWERS.field(name).type) for name in ANSWER_FIELDS[:-1]}
+    answers["error"] = pc.coalesce(fills.errors, no_line, pa.array(several, STRING))
     return pa.table(answers, schema=ANSWERS)
 
 
-def _engine_error(lines: int, day: str, candidates: list[str] | None) -> str:
-    """A fill the engine could not price: no line, or several (named)."""
-    if lines == 0:
-        return f"no standard line of this venue for this fill is in force on {day}"
+def _several(candidates: list[str]) -> str:
+    """A fill several lines would price: their records, so the caller can choose."""
     return (
-        f"{lines} standard lines apply (record ids {', '.join(candidates or [])}): give "
+        f"{len(candidates)} standard lines apply (record ids {', '.join(candidates)}): give "
         "symbol_type or fee_participant to choose"
     )
