@@ -49,7 +49,7 @@ LIST_OVERLAPS: Final = LIST_PAIRS.format(
 LIST_STANDARD: Final = LIST_PAIRS.format(
     column="standard",
     reason="'both standard: '",
-    what="another fee line standard for the same class and unit",
+    what="another fee line standard for the same class, display, price band and unit",
 )
 LIST_OMITTED: Final = f"""
 INSERT INTO problems

@@ -36,8 +36,9 @@ from ingest.schema import CLOSED_VALUES, SCHEMA_VERSION, UNITS
 # of the input digest, so raising it makes the next ingest rebuild unchanged inputs. 2: the
 # rollups; 3: the record summary, the change list and the unit codes; 4: the class index and
 # the change list by class; 5: the confirmations (`confirmed_through`, `class_confirmed`), the
-# `standard` codes and `ended_by` in the record summary.
-LAYOUT_VERSION: Final = 5
+# `standard` codes and `ended_by` in the record summary; 6: the `display` and `price_band` codes
+# and the serving copy's `priceable` table.
+LAYOUT_VERSION: Final = 6
 
 # Where versions are published when neither `--data` nor FEES_DATA_DIR says.
 DEFAULT_DATA_DIR: Final = Path("data/warehouse")

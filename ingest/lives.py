@@ -54,10 +54,11 @@ def same(columns: tuple[str, ...], a: str, b: str) -> str:
     return "\n    AND ".join(f"{a}.{c} IS NOT DISTINCT FROM {b}.{c}" for c in columns)
 
 
-# A complete schedule, and a record's standard class (its class and penny class, and the unit):
-# two standard lines of one venue in force on one day may not share one.
+# A complete schedule, and a record's standard class (its class and penny class, its display
+# and price band, and the unit): two standard lines of one venue in force on one day may not
+# share one.
 SCHEDULE: Final = ("exchange", "fee_type", "scope", "category", "as_of")
-STANDARD_CLASS: Final = ("exchange", *CLASSED, "symbol_type", "unit")
+STANDARD_CLASS: Final = ("exchange", *CLASSED, "symbol_type", "display", "price_band", "unit")
 
 SCHEDULE_OF: Final = """
     exchange,

@@ -10,17 +10,10 @@ import hashlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TextIO
+from typing import Final, TextIO
 
 from ingest.errors import MalformedFile
-from ingest.schema import (
-    DETAIL_COLUMNS,
-    LINE_NAME,
-    PROVENANCE_COLUMNS,
-    RAW_COLUMNS,
-    RAW_LAYOUTS,
-    V1_RAW_COLUMNS,
-)
+from ingest.schema import RAW_COLUMNS, RAW_LAYOUTS, SCHEMA_VERSION
 
 CHUNK = 1 << 22
 
@@ -65,11 +58,25 @@ def check_header(path: Path, shown: str) -> tuple[str, ...]:
     raise MalformedFile(
         shown,
         1,
-        f"header must be exactly: {','.join(RAW_COLUMNS)} (or that of schema 4, which stops "
-        f"after {LINE_NAME}, of schema 3, after {PROVENANCE_COLUMNS[-1]}, of schema 2, after "
-        f"{DETAIL_COLUMNS[-1]}, or of schema 1, after {V1_RAW_COLUMNS[-1]}); "
+        f"header must be exactly: {','.join(RAW_COLUMNS)} ({OLDER_HEADERS}); "
         f"{'; '.join(differences)}",
     )
+
+
+def _older_headers() -> str:
+    """'or that of schema 5, which stops after complete_as_of, of schema 4, after ...'"""
+    older = [
+        (SCHEMA_VERSION - number, layout[-1]) for number, layout in enumerate(RAW_LAYOUTS[1:], 1)
+    ]
+    (newest, newest_last), *rest = older
+    steps = [f"of schema {schema}, after {last}" for schema, last in rest]
+    return (
+        f"or that of schema {newest}, which stops after {newest_last}, "
+        f"{', '.join(steps[:-1])}, or {steps[-1]}"
+    )
+
+
+OLDER_HEADERS: Final = _older_headers()
 
 
 def is_regular(newlines: int, records: int) -> bool:

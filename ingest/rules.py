@@ -7,7 +7,14 @@ broken one, `ingest.write` keeps the rows that break none.
 from typing import Final
 
 from ingest.layout import sql_string
-from ingest.schema import CLOSED_VALUES, DATE_COLUMNS, RAW_COLUMNS, REQUIRED, SOURCED_KINDS
+from ingest.schema import (
+    CLOSED_VALUES,
+    DATE_COLUMNS,
+    RAW_COLUMNS,
+    REQUIRED,
+    SOURCED_KINDS,
+    TAPES,
+)
 from ingest.units import FORM, IS_LIMIT
 
 DATE_PATTERN: Final = r"[1-9][0-9]{3}-[0-9]{2}-[0-9]{2}"
@@ -102,7 +109,24 @@ def _value_rules(column: str) -> list[str]:
             "THEN 'not a whole number of at least 1'"
         )
     rules.extend(LIFE_RULES.get(column, ()))
+    rules.extend(LIST_RULES.get(column, ()))
     return rules
+
+
+# The lists of the raw format (`schema.LIST_COLUMNS`): values separated by spaces. A fee code is
+# the code an execution report carries: letters and digits (Cboe's `HA`, MEMX's `Br`, `R1`).
+FEE_CODE: Final = "[0-9A-Za-z]{1,8}"
+TAPE: Final = f"[{''.join(TAPES)}]"
+LIST_RULES: Final = {
+    "fee_codes": (
+        rf"WHEN NOT regexp_full_match(fee_codes, '{FEE_CODE}(\s+{FEE_CODE})*') "
+        "THEN 'fee codes are letters and digits (at most 8 each), separated by spaces'",
+    ),
+    "tapes": (
+        rf"WHEN NOT regexp_full_match(tapes, '{TAPE}(\s+{TAPE})*') "
+        f"THEN 'tapes are {', '.join(TAPES)}, separated by spaces (empty for every tape)'",
+    ),
+}
 
 
 # What a row says of its line's life must hold of the row itself (`docs/raw-format.md`,

@@ -13,7 +13,9 @@ from typing import Final
 # 5: a line's life (`LIFE_COLUMNS`): `standard` and the complete-schedule declaration in the raw
 #    format; `confirmed_through` and `ended_by` in the Parquet; a named line is its venue, fee
 #    type and name.
-SCHEMA_VERSION: Final = 5
+# 6: what a fill must match to pay a line (`DIMENSION_COLUMNS`): the fee codes, display, price
+#    band, tapes and tier, in the raw format and the Parquet.
+SCHEMA_VERSION: Final = 6
 
 # The raw columns of schema 1, which a raw file may still use as its header: its rows are read
 # with the detail columns empty, and keep the record ids they had (`ingest.stage.RECORD_ID`).
@@ -81,11 +83,25 @@ V4_RAW_COLUMNS: Final = (*V3_RAW_COLUMNS, LINE_NAME)
 # stands in for the label (`ingest.stage.LINE_ID`).
 LIFE_COLUMNS: Final = ("standard", "complete_scope", "complete_as_of")
 
-RAW_COLUMNS: Final = (*V4_RAW_COLUMNS, *LIFE_COLUMNS)
+V5_RAW_COLUMNS: Final = (*V4_RAW_COLUMNS, *LIFE_COLUMNS)
 
-# The headers a raw file may have: the current columns, or those of schema 4, 3, 2 or 1.
+# What an execution must match to pay the line (`docs/raw-format.md`, "Fee codes, display,
+# price bands, tapes and tiers"), as the schedule states it. Optional: the venue's fee codes
+# (`fee_codes`, separated by spaces), whether the order is displayed (`display`), the price
+# band (`price_band`), the tapes (`tapes`, separated by spaces; empty for every tape), and the
+# schedule's name of the tier the line is (`tier`; its criteria stay in `volume_tier` and
+# `volume_criteria`). They describe a line; they do not name it (`LINE_COLUMNS`).
+DIMENSION_COLUMNS: Final = ("fee_codes", "display", "price_band", "tapes", "tier")
+# The dimensions that are lists: space-separated in the raw format, lists when published.
+LIST_COLUMNS: Final = ("fee_codes", "tapes")
+
+RAW_COLUMNS: Final = (*V5_RAW_COLUMNS, *DIMENSION_COLUMNS)
+
+# The headers a raw file may have: the current columns, or those of schema 5, 4, 3, 2 or 1. A
+# `line_name` names a line of its own in a file of schema 5 or later (`names_lines`).
 RAW_LAYOUTS: Final = (
     RAW_COLUMNS,
+    V5_RAW_COLUMNS,
     V4_RAW_COLUMNS,
     V3_RAW_COLUMNS,
     V2_RAW_COLUMNS,
@@ -147,7 +163,15 @@ VOCABULARIES: Final[dict[str, tuple[str, ...]]] = {
     # What a complete schedule lists whole: every line of the row's `fee_category`, or every
     # standard rate of the row's fee type (`docs/raw-format.md`, "Complete schedules").
     "complete_scope": ("fee_category", "standard_rates"),
+    # Whether the line is for displayed orders, non-displayed ones, midpoint orders (pegged to
+    # the midpoint, non-displayed), or any order (the schedule states it applies to all).
+    "display": ("any", "displayed", "midpoint", "non_displayed"),
+    # The price band of the execution: at or above $1.00 a share, below $1.00 (the sub-dollar
+    # rates), or any price (the schedule states it applies to both).
+    "price_band": ("any", "at_or_above_1", "below_1"),
 }
+# The tapes a line may name (`tapes`).
+TAPES: Final = ("A", "B", "C")
 
 # The values of the raw format's yes-or-no columns (BOOLEANs when published).
 FLAG_VALUES: Final = ("false", "true")
@@ -174,6 +198,10 @@ FEE_COLUMNS: Final[tuple[tuple[str, str], ...]] = (
     ("symbol_classification", "VARCHAR"),
     ("symbol_type", "VARCHAR"),
     ("trade_type", "VARCHAR"),
+    ("fee_codes", "VARCHAR[]"),
+    ("display", "VARCHAR"),
+    ("price_band", "VARCHAR"),
+    ("tapes", "VARCHAR[]"),
     ("fee_name", "VARCHAR"),
     ("line_name", "VARCHAR"),
     ("fee_amount", "VARCHAR"),
@@ -182,6 +210,7 @@ FEE_COLUMNS: Final[tuple[tuple[str, str], ...]] = (
     ("unit", "VARCHAR"),
     ("fee_basis", "VARCHAR"),
     ("volume_tier", "VARCHAR"),
+    ("tier", "VARCHAR"),
     ("volume_criteria", "VARCHAR"),
     ("action_details", "VARCHAR"),
     ("participant_details", "VARCHAR"),
@@ -220,6 +249,7 @@ PUBLISHED_REQUIRED: Final = frozenset(
         "line_id",
         "confirmed_through",
         "standard",
+        *LIST_COLUMNS,
         "source_file",
         "source_line",
         "version_id",

@@ -5,7 +5,9 @@ ingest writes beside them, because finding 20 rows in Parquet means decoding who
 (10M records: 0.5 s for an unfiltered first page):
 
     serving.duckdb   table `rows`: every record in the files' order (venue, fee type,
-                     effective start, record id); a record's rowid is its position
+                     effective start, record id); a record's rowid is its position; table
+                     `priceable`: the lines a fill may pay, by code and by action
+                     (`CREATE_PRICEABLE`)
     index/*.npy      one array per filter and sort column, a value per position: small integer
                      codes (vocabulary columns), days since 1970 (dates), ranks (record id,
                      amount); `codes.json` names what each code stands for; the line
@@ -121,6 +123,32 @@ FROM {RECORDS}
 """
 SUMMARY_BATCH: Final = 122_880  # rows per record batch: DuckDB's row group
 
+# The lines a fill may pay (`service.dataset.pricing`, `docs/pricing.md`): the records of fees
+# and rebates with an amount that carry a fee code, are a tier or are a standard rate. One row
+# per fee code, and one without a code for a standard or tier record (a fill naming its action
+# and no code pays one of those), so a fill finds its candidates by equality: its venue, fee
+# type and code, or its venue, fee type and action. Held in the serving file rather than built
+# by the service: 10M synthetic records give about 2M rows, which in the server's memory would
+# cost more than the rest of a version.
+PRICEABLE: Final = "serving.priceable"
+CREATE_PRICEABLE: Final = f"""
+CREATE TABLE {PRICEABLE} AS
+SELECT exchange, fee_type, fee_code, action, participant, symbol_type, display, price_band,
+    tapes, tier, standard, unit, effective_start, effective_end, position
+FROM (
+    SELECT
+        *,
+        rowid AS position,
+        unnest(CASE WHEN standard OR tier IS NOT NULL THEN list_append(fee_codes, NULL)
+            ELSE fee_codes END) AS fee_code
+    FROM {RECORDS}
+    WHERE fee_category = 'fees_and_rebates'
+        AND amount IS NOT NULL
+        AND (standard OR tier IS NOT NULL OR len(fee_codes) > 0)
+)
+ORDER BY exchange, fee_type, fee_code NULLS FIRST, action, effective_start
+"""
+
 DISTINCT_VALUES: Final = f"SELECT list(DISTINCT {{column}} ORDER BY {{column}}) FROM {RECORDS}"
 
 
@@ -132,6 +160,7 @@ def attach(con: duckdb.DuckDBPyConnection, version: Path) -> None:
 def write_index(con: duckdb.DuckDBPyConnection, version: Path) -> None:
     """Write `index/` for the records in `RECORDS`, then close the serving file."""
     try:
+        con.execute(CREATE_PRICEABLE)
         _write_index(con, version / INDEX_DIR)
     finally:
         con.execute(DETACH)

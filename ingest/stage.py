@@ -27,6 +27,7 @@ from ingest.layout import sql_string
 from ingest.rules import BROKEN, CHECKED, reason, rule_parameters
 from ingest.schema import (
     DETAIL_COLUMNS,
+    DIMENSION_COLUMNS,
     LIFE_COLUMNS,
     LINE_COLUMNS,
     LINE_NAME,
@@ -43,14 +44,14 @@ RAW_ROWS: Final = "raw_rows"
 # row_number() is the ordinal. (Not `parallel = false`: that reader silently drops a last row
 # whose quote is never closed, where this one reports the file as malformed.) A file of an older
 # layout (`RAW_LAYOUTS`) gives NULL for the columns it lacks; `provenance_given` says whether
-# its layout has the provenance columns, which are required only then, and `current_layout`
-# whether it is the current one (where a `line_name` names a line of its own: `LINE_ID`).
+# its layout has the provenance columns, which are required only then, and `names_lines`
+# whether it is of schema 5 or later (where a `line_name` names a line of its own: `LINE_ID`).
 READ_FILE: Final = """
 SELECT
     CAST($file_no AS INTEGER) AS file_no,
     row_number() OVER () AS ordinal,
     {provenance_given} AS provenance_given,
-    {current_layout} AS current_layout,
+    {names_lines} AS names_lines,
     {projection}
 FROM read_csv(
     $path,
@@ -70,7 +71,7 @@ def _read_file(layout: tuple[str, ...]) -> str:
     present = set(layout)
     return READ_FILE.format(
         provenance_given=str(set(PROVENANCE_COLUMNS) <= present).lower(),
-        current_layout=str(layout == RAW_COLUMNS).lower(),
+        names_lines=str(set(LIFE_COLUMNS) <= present).lower(),
         projection=", ".join(
             name if name in present else f"CAST(NULL AS VARCHAR) AS {name}" for name in RAW_COLUMNS
         ),
@@ -86,7 +87,7 @@ READ_SCHEMA: Final = pa.schema(
         ("file_no", pa.int32()),
         ("ordinal", pa.int64()),
         ("provenance_given", pa.bool_()),
-        ("current_layout", pa.bool_()),
+        ("names_lines", pa.bool_()),
     ]
     + [(name, pa.string()) for name in RAW_COLUMNS]
 )
@@ -113,15 +114,18 @@ def _none_of(columns: tuple[str, ...]) -> str:
 
 
 # A row naming its line (`line_name`, schema 4) has a third array holding the name; a row saying
-# anything of its line's life (`LIFE_COLUMNS`, schema 5) a last one of three values. (The arrays
-# differ in length, so no two rows share a text.)
+# anything of its line's life (`LIFE_COLUMNS`, schema 5) one of three values; a row stating any
+# dimension (`DIMENSION_COLUMNS`, schema 6) a last one of five. (The arrays differ in length, so
+# no two rows share a text, and a row stating no dimension keeps the id it had in schema 5.)
 RAW_JSON: Final = f"""CASE
     WHEN {_none_of((*DETAIL_COLUMNS, *PROVENANCE_COLUMNS))} THEN {V1_JSON}
     WHEN {_none_of(PROVENANCE_COLUMNS)} THEN {V1_JSON} || json_array({", ".join(DETAIL_COLUMNS)})
     ELSE {V1_JSON} || json_array({", ".join((*DETAIL_COLUMNS, *PROVENANCE_COLUMNS))})
 END || CASE WHEN {LINE_NAME} IS NULL THEN '' ELSE CAST(json_array({LINE_NAME}) AS VARCHAR) END
 || CASE WHEN {_none_of(LIFE_COLUMNS)} THEN ''
-    ELSE CAST(json_array({", ".join(LIFE_COLUMNS)}) AS VARCHAR) END"""
+    ELSE CAST(json_array({", ".join(LIFE_COLUMNS)}) AS VARCHAR) END
+|| CASE WHEN {_none_of(DIMENSION_COLUMNS)} THEN ''
+    ELSE CAST(json_array({", ".join(DIMENSION_COLUMNS)}) AS VARCHAR) END"""
 
 # Surrounding spaces are removed and an empty value becomes NULL (the reader already reads an
 # empty field as NULL). trim() removes only space separators, ASCII or not. A row none of whose
@@ -144,7 +148,7 @@ SELECT
     file_no,
     ordinal,
     provenance_given,
-    current_layout,
+    names_lines,
     raw_json,
     untouched,
     {", ".join(_trimmed(name) for name in RAW_COLUMNS)}
@@ -162,14 +166,14 @@ RECORD_ID: Final = f"""CAST(
 )"""
 
 # The line id (`schema.LINE_COLUMNS`): md5 of the JSON array of the line's values over the
-# trimmed row, held as a UUID like the record id. A row of the current layout that names its
+# trimmed row, held as a UUID like the record id. A row of schema 5 or later that names its
 # line is on the line of that name in its venue and fee type (a reader linked readings whose
 # labels, tiers or classification differ); in a schema 4 file the name stands for the label.
 LINE_VALUES: Final = {"label": f"coalesce({LINE_NAME}, fee_name)"}
 LINE_JSON: Final = f"json_array({', '.join(LINE_VALUES.get(name, name) for name in LINE_COLUMNS)})"
 NAMED_LINE_JSON: Final = f"json_array(exchange, fee_type, {LINE_NAME})"
 LINE_ID: Final = f"""CAST(md5(CAST(CASE
-    WHEN current_layout AND {LINE_NAME} IS NOT NULL THEN {NAMED_LINE_JSON}
+    WHEN names_lines AND {LINE_NAME} IS NOT NULL THEN {NAMED_LINE_JSON}
     ELSE {LINE_JSON}
 END AS VARCHAR)) AS UUID)"""
 

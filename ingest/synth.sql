@@ -71,7 +71,8 @@ drawn AS (
         (l6 // 1000000) % 100 AS u_symbols,
         (l6 // 100000000) % 40 AS u_excluded,
         l7 % 100 AS u_exclusions,
-        (l7 // 100) % 100 AS u_extra_info
+        (l7 // 100) % 100 AS u_extra_info,
+        (l7 // 10000) % 100 AS u_fee_code
     FROM (
         SELECT
             *,
@@ -330,7 +331,24 @@ SELECT
     NULL AS line_name,
     NULL AS standard,
     NULL AS complete_scope,
-    NULL AS complete_as_of
+    NULL AS complete_as_of,
+    -- The dimensions (schema 6), as the label and conditions word them. A third of the lines
+    -- that pay or earn per execution carry a fee code of their own (its line number in hex),
+    -- so fills drawn from the version each find one line.
+    CASE
+        WHEN fee_category = 'fees_and_rebates' AND u_fee_code < 35 THEN 'S' || printf('%X', line)
+    END AS fee_codes,
+    CASE
+        WHEN fee_category <> 'fees_and_rebates' OR action <> 'make' THEN NULL
+        WHEN u_label % 4 = 1 THEN 'displayed'
+        WHEN u_label % 4 = 2 THEN 'non_displayed'
+    END AS display,
+    CASE
+        WHEN fee_type = 'equity' AND u_conditions >= 75 AND u_conditions < 83 THEN 'at_or_above_1'
+    END AS price_band,
+    CASE WHEN fee_category = 'fees_and_rebates' AND action = 'take' AND u_label % 3 = 1 THEN 'C'
+    END AS tapes,
+    CASE WHEN starts_with(volume_tier, 'Tier ') THEN volume_tier END AS tier
 FROM dated
 -- Explicit order by the row number keeps files byte-identical with any thread count.
 ORDER BY i

@@ -24,10 +24,16 @@ import pyarrow.parquet as pq
 
 from ingest.layout import LINE_TEXT, SERVING_FILE, TEXT_ID, sql_string
 from ingest.rules import BROKEN, allowed_values, rule_parameters
-from ingest.schema import FEE_COLUMNS, PUBLISHED_REQUIRED, VOCABULARIES
+from ingest.schema import FEE_COLUMNS, LIST_COLUMNS, PUBLISHED_REQUIRED, VOCABULARIES
 from ingest.serving import DETACH, RECORDS, attach
 from ingest.stage import LINE_ID, RECORD_ID, TRIMMED_ROWS, RawRows
 from ingest.units import AMOUNT, CURRENCY, FORM, UNIT
+
+# A list of the raw format (values separated by spaces) as published: its values sorted, each
+# once, and an empty list for an empty value (for `tapes`, every tape).
+LISTED: Final = (
+    r"coalesce(list_sort(list_distinct(regexp_split_to_array({column}, '\s+'))), [])"
+)
 
 # What each published column is made of; columns not listed are copied as they are. The sorted
 # table keeps `record_id` as a 16-byte UUID (it sorts in the same order as its text, and the
@@ -43,6 +49,7 @@ DERIVED: Final = {
     "uncertain": "CAST(uncertain AS BOOLEAN)",
     "standard": "coalesce(CAST(standard AS BOOLEAN), false)",
     "complete_as_of": "CAST(complete_as_of AS DATE)",
+    **{column: LISTED.format(column=column) for column in LIST_COLUMNS},
     # The latest day the reading itself shows its figure in force; `ingest.lives` settles it
     # with the line's other records, and derives the ends rows leave open (`ended_by`).
     "confirmed_through": """coalesce(
@@ -252,6 +259,7 @@ FILE_OPTIONS: Final = {"compression": "zstd", "compression_level": 1, "store_sch
 # (docs/dataset.md, "required"); Arrow batches from DuckDB are written by pyarrow under it.
 ARROW_TYPES: Final = {
     "VARCHAR": pa.string(),
+    "VARCHAR[]": pa.list_(pa.string()),
     "DECIMAL(20,8)": pa.decimal128(20, 8),
     "DATE": pa.date32(),
     "INTEGER": pa.int32(),

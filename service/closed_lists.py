@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from typing import Any, Final
 
 from ingest.layout import CHANGE_TYPES
-from ingest.schema import CLOSED_VALUES, UNITS
+from ingest.schema import CLOSED_VALUES, TAPES, UNITS
 from service.dataset import queries
 from service.endpoints import estimates, export, supplier_data
 from service.vocabulary import DATA_TYPE_ORDER, DIMENSIONS
@@ -39,6 +39,8 @@ VALUE_SCHEMAS: Final = {
     "TradeTypeValue": "trade_type",
     "SourceKindValue": "source_kind",
     "DateBasisValue": "date_basis",
+    "DisplayValue": "display",
+    "PriceBandValue": "price_band",
 }
 
 # Where in the document (a JSON pointer to the schema holding the `enum`) -> the list.
@@ -57,6 +59,7 @@ LISTS: Final[dict[str, Sequence[Any]]] = {
     SCHEMAS + "FeeScheduleResult/properties/complete_scope/anyOf/0": (
         CLOSED_VALUES["complete_scope"]
     ),
+    SCHEMAS + "FeeScheduleResult/properties/tapes/items": TAPES,
     PARAMETERS + "OrderBy/schema": tuple(queries.ORDER_COLUMNS),
     PARAMETERS + "OrderDir/schema": queries.ORDER_DIRECTIONS,
     PARAMETERS + "ChangeOrderDir/schema": queries.ORDER_DIRECTIONS,

@@ -3,7 +3,7 @@ the local dataset's current version, by the same engine the API answers with
 (`service.endpoints.fills`, `service.dataset.pricing`; `docs/pricing.md`).
 
 A `fees.commands` entry point (`ingest.cli`). Writes every fill back, in order, with the answer's
-fields as columns (`fee`, `amount`, `unit`, `record_id`, `line_id`, `label`,
+fields as columns (`fee`, `amount`, `unit`, `record_id`, `line_id`, `label`, `line_tier`,
 `confirmed_through`, `presumed`, `source_link`, `error`); a fill that cannot be priced has its
 `error` and empty fee columns, and never stops the others.
 """
@@ -38,26 +38,46 @@ def add_arguments(command: argparse.ArgumentParser) -> None:
     command.add_argument(
         "--data", type=Path, help="data directory (default: FEES_DATA_DIR, else data/warehouse)"
     )
+    command.add_argument(
+        "--tiers",
+        nargs="+",
+        default=[],
+        metavar="VENUE=TIER",
+        help="the tier a venue's fills without one of their own are in (`memx=Tier 1`)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
     from service.dataset.version import Dataset
+    from service.endpoints import fills
 
     version = current_version_dir(args.data) if isinstance(args.data, Path) else None
     if version is None:
         print(f"fees price: no current version in the local directory {args.data}", file=sys.stderr)
         return 1
+    named = dict(pair.partition("=")[::2] for pair in args.tiers)
+    if any(not name or not tier for name, tier in named.items()):
+        print("fees price: --tiers takes VENUE=TIER pairs", file=sys.stderr)
+        return 2
     dataset = Dataset(version, Settings.from_environ())
     try:
+        tiers, unknown = fills.tiers_of(named, dataset, lambda code: True)
+        if unknown:
+            names = ", ".join(unknown)
+            print(f"fees price: --tiers names unknown venues: {names}", file=sys.stderr)
+            return 2
         output = args.out.open("wb") if args.out else contextlib.nullcontext(sys.stdout.buffer)
         with output as out:
-            _price_file(args.fills, out, dataset, show=args.out is not None and sys.stderr.isatty())
+            show = args.out is not None and sys.stderr.isatty()
+            _price_file(args.fills, out, dataset, tiers, show=show)
     finally:
         dataset.close()
     return 0
 
 
-def _price_file(source: Path, out: BinaryIO, dataset: "Dataset", *, show: bool) -> None:
+def _price_file(
+    source: Path, out: BinaryIO, dataset: "Dataset", tiers: dict[str, str], *, show: bool
+) -> None:
     """Every fill of `source`, read as text a block at a time, written to `out` with its answer."""
     from service.endpoints import fills
 
@@ -74,7 +94,7 @@ def _price_file(source: Path, out: BinaryIO, dataset: "Dataset", *, show: bool) 
     with pacsv.CSVWriter(out, written) as writer:  # the header even for a file of no fills
         for batch in reader:
             given = pa.Table.from_batches([batch])
-            checked = fills.checked(fills.text_of(given), dataset, lambda code: True)
+            checked = fills.checked(fills.text_of(given), dataset, lambda code: True, tiers)
             answers = fills.priced(checked, dataset)
             writer.write_table(
                 pa.Table.from_arrays([*given.columns, *answers.columns], schema=written)

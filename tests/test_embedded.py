@@ -103,6 +103,21 @@ def test_the_facts_readmes_totals_are_the_tables() -> None:
     ]
 
 
+def test_the_facts_readmes_dimension_counts_are_the_tables() -> None:
+    published = [fact for fact in embedded.read_table(embedded.FACTS) if not fact["held_out"]]
+    text = " ".join((ROOT / "data" / "facts" / "README.md").read_text(encoding="utf-8").split())
+    counts = re.search(
+        r"Of the published facts, ([\d,]+) state fee codes, ([\d,]+) a price band, ([\d,]+) a "
+        r"display, ([\d,]+) tapes and ([\d,]+) a tier",
+        text,
+    )
+    assert counts is not None
+    columns = ("fee_codes", "price_band", "display", "tapes", "tier")
+    assert [int(figure.replace(",", "")) for figure in counts.groups()] == [
+        sum(1 for fact in published if fact[column]) for column in columns
+    ]
+
+
 # Words that speak of how the data was made, not of the fee: the project's own files and its
 # curation (issue 37). Such remarks go in facts.csv's unpublished `reviewer` column.
 MAKING = re.compile(

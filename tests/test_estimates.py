@@ -115,8 +115,8 @@ def test_a_venue_outside_the_keys_scope_is_an_unknown_venue_of_that_fill_alone(
 @pytest.mark.parametrize(
     ("body", "problems"),
     [
-        ({"fills": [{"exchange": "nyse"}, 5, {"quantity": [1]}], "tiers": {}},
-         [("tiers", "unknown field"), ("fills[0].exchange", "unknown field"),
+        ({"fills": [{"exchange": "nyse"}, 5, {"quantity": [1]}], "tier": {}},
+         [("tier", "unknown field"), ("fills[0].exchange", "unknown field"),
           ("fills[1]", "must be an object"),
           ("fills[2].quantity", "must be a string or a number")]),
         ({"fill": []}, [("fill", "unknown field"), ("fills", "must be a list of fills")]),

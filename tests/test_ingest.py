@@ -24,6 +24,7 @@ from ingest.schema import (
     RAW_COLUMNS,
     V1_RAW_COLUMNS,
     V2_RAW_COLUMNS,
+    V5_RAW_COLUMNS,
 )
 from tests.conftest import REGISTRY, fee_row, read_fees, write_raw
 
@@ -69,6 +70,12 @@ def test_round_trip_keeps_every_value_and_derives_columns(fixture_version: Inges
         "standard": False,  # an older file says nothing of standard rates: none is
         "complete_scope": None,
         "complete_as_of": None,
+        # nor of fee codes, display, price bands, tapes or tiers: no code and every tape
+        "fee_codes": [],
+        "display": None,
+        "price_band": None,
+        "tapes": [],
+        "tier": None,
     }
     assert (first["amount"], first["currency"], first["unit"]) == (
         Decimal("-0.0012"),
@@ -146,7 +153,7 @@ def test_manifest_counts_rows_rejects_and_duplicates(fixture_version: IngestResu
         "problems": 9,
         "duplicates": 1,
         "venues": {"memx": 3, "nasdaq": 8, "nyse": 2},
-        "schema_version": 5,
+        "schema_version": 6,
     }  # fmt: skip
     assert [(f["path"], f["rejected_rows"]) for f in manifest["files"]] == [
         ("bad_rows.csv", 5),
@@ -352,9 +359,9 @@ def test_strict_mode_leaves_the_previous_version_current(raw_dir: Path, tmp_path
 
 HEADER = ",".join(RAW_COLUMNS)
 HEADER_RULE = (
-    f"header must be exactly: {HEADER} (or that of schema 4, which stops after line_name, "
-    "of schema 3, after uncertain, of schema 2, after extra_info, or of schema 1, after "
-    "page_number)"
+    f"header must be exactly: {HEADER} (or that of schema 5, which stops after complete_as_of, "
+    "of schema 4, after line_name, of schema 3, after uncertain, of schema 2, after extra_info, "
+    "or of schema 1, after page_number)"
 )
 V1_LINE = "nyse,equity,fees_and_rebates,make,all,,,,Credit,$0.10,per share,,,,2020-01-02,,Doc,,1"
 GOOD_LINE = V1_LINE + "," * (len(RAW_COLUMNS) - len(V1_RAW_COLUMNS))
@@ -375,15 +382,15 @@ GOOD_LINE = V1_LINE + "," * (len(RAW_COLUMNS) - len(V1_RAW_COLUMNS))
         ),
         (
             f"{HEADER}\n{GOOD_LINE}\n{GOOD_LINE},extra\n".encode(),
-            "malformed file bad.csv, line 3: expected 33 fields, found 34",
+            "malformed file bad.csv, line 3: expected 38 fields, found 39",
         ),
         (
             f"{HEADER}\n\n{GOOD_LINE}\nnyse,equity\n".encode(),
-            "malformed file bad.csv, line 4: expected 33 fields, found 2",
+            "malformed file bad.csv, line 4: expected 38 fields, found 2",
         ),
         (
             f"{','.join(V1_RAW_COLUMNS)}\n{GOOD_LINE}SPY\n".encode(),
-            "malformed file bad.csv, line 2: expected 19 fields, found 33",
+            "malformed file bad.csv, line 2: expected 19 fields, found 38",
         ),
         (
             f"{HEADER}\n{GOOD_LINE}\n".encode() + b"nyse,\xff\xfe" + GOOD_LINE[5:].encode(),
@@ -502,7 +509,7 @@ def test_if_stale_publishes_only_when_nothing_servable_is_current(
     assert main(["--raw", str(tmp_path / "embedded"), *args]) == 0
     assert layout.current_version_dir(data) == mine
     assert capsys.readouterr().out == (
-        f"a version of schema 5 and layout {layout.LAYOUT_VERSION} is current (--if-stale): "
+        f"a version of schema 6 and layout {layout.LAYOUT_VERSION} is current (--if-stale): "
         f"version {mine.name} is "
         "current; nothing published\n"
     )
@@ -681,3 +688,41 @@ def test_every_space_separator_is_trimmed_and_nothing_else(tmp_path: Path) -> No
         assert [record[name] for name in shown] == [trimmed[name] or None for name in shown]
         assert (record["exchange"], record["fee_type"]) == ("nyse", "equity")
         assert record["record_id"] == expected_id(trimmed), row["fee_name"]
+
+
+CODES_RULE = "fee codes are letters and digits (at most 8 each), separated by spaces"
+
+
+def test_fee_codes_display_price_bands_tapes_and_tiers_are_data(tmp_path: Path) -> None:
+    coded = fee_row(fee_name="Coded", fee_codes="D  B J B", display="displayed",
+                    price_band="at_or_above_1", tapes="C A", tier="Tier 1")
+    plain = fee_row(fee_name="Plain", line_name="Plain line", standard="true")
+    broken = [
+        fee_row(fee_name="Comma codes", fee_codes="B,D"),
+        fee_row(fee_name="Long code", fee_codes="ABCDEFGHI"),
+        fee_row(fee_name="Tape D", tapes="A D"),
+        fee_row(fee_name="Lit", display="lit"),
+        fee_row(fee_name="Band", price_band="sub_dollar"),
+    ]  # fmt: skip
+    write_raw(tmp_path / "raw" / "a.csv", [coded, plain, *broken])
+    result = ingest(tmp_path / "raw", tmp_path / "data")
+    records = {record["fee_name"]: record for record in read_fees(result.version_dir)}
+    assert set(records) == {"Coded", "Plain"}
+    dimensions = ("fee_codes", "display", "price_band", "tapes", "tier")
+    assert [records["Coded"][name] for name in dimensions] == [
+        ["B", "D", "J"], "displayed", "at_or_above_1", ["A", "C"], "Tier 1"
+    ]
+    assert [records["Plain"][name] for name in dimensions] == [[], None, None, [], None]
+    assert {(r["column"], r["value"], r["reason"]) for r in read_rejects(result.version_dir)} == {
+        ("fee_codes", "B,D", CODES_RULE),
+        ("fee_codes", "ABCDEFGHI", CODES_RULE),
+        ("tapes", "A D", "tapes are A, B, C, separated by spaces (empty for every tape)"),
+        ("display", "lit", "not one of: any, displayed, midpoint, non_displayed"),
+        ("price_band", "sub_dollar", "not one of: any, at_or_above_1, below_1"),
+    }  # fmt: skip
+    # A row stating no dimension keeps the record id and the named line it had in schema 5.
+    write_raw(tmp_path / "v5" / "a.csv", [plain], V5_RAW_COLUMNS)
+    [older] = read_fees(ingest(tmp_path / "v5", tmp_path / "d5").version_dir)
+    assert (older["record_id"], older["line_id"]) == (
+        records["Plain"]["record_id"], records["Plain"]["line_id"]
+    )

@@ -252,11 +252,20 @@ def test_two_standard_lines_in_force_on_one_day_are_rejected_naming_each_other(
                     effective_end="2019-12-31", standard="true"),  # line 5: ended before
             fee_row(action="take", fee_name="Base take fee", fee_amount="$0.0030",
                     standard="true"),  # line 6: another action
+            fee_row(fee_name="Non-displayed add", fee_amount="($0.0010)",
+                    display="non_displayed", standard="true"),  # line 7: another display
+            fee_row(fee_name="Add below $1.00", fee_amount="($0.0001)",
+                    price_band="below_1", standard="true"),  # line 8: another price band
         ],
     )  # fmt: skip
     names = sorted(record["fee_name"] for record in read_fees(result.version_dir))
-    assert names == ["Base take fee", "Old base rebate", "Sub-dollar add"]
-    what = "another fee line standard for the same class and unit, in force"
+    assert names == [
+        "Add below $1.00", "Base take fee", "Non-displayed add", "Old base rebate",
+        "Sub-dollar add",
+    ]  # fmt: skip
+    what = (
+        "another fee line standard for the same class, display, price band and unit, in force"
+    )
     assert {(r["line"], r["column"], r["reason"]) for r in read_rejects(result.version_dir)} == {
         ("2", "standard", f"both standard: a.csv, line 3 ({what} 2021-01-01 to no end)"),
         ("3", "standard", f"both standard: a.csv, line 2 ({what} 2020-01-02 to no end)"),

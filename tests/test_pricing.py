@@ -33,6 +33,11 @@ def standard(**values: str) -> dict[str, str]:
     return fee_row(standard="true", **values)
 
 
+def memx(**values: str) -> dict[str, str]:
+    return fee_row(exchange="memx", effective_start="2023-01-02",
+                   source_document="MEMX fee schedule", source_url=MEMX, **values)  # fmt: skip
+
+
 def option(participant: str, symbol_type: str, amount: str, **values: str) -> dict[str, str]:
     return standard(
         exchange="cboe", fee_type="option", action="take", participant=participant,
@@ -44,7 +49,9 @@ def option(participant: str, symbol_type: str, amount: str, **values: str) -> di
 
 # NYSE's standard make rebate: $0.0020 to 2023-12-29, nothing in January 2024 (a gap), then
 # $0.0016 from 2024-02-01; its take fee and routing fee; MEMX's only standard take line is a
-# percentage of value; Cboe's option take fees per participant and penny class.
+# sub-dollar percentage of value; its adding lines by fee code: displayed (standard, and below
+# $1.00 a percentage), non-displayed (standard too), a tier's, and a code priced per tape;
+# Cboe's option take fees per participant and penny class.
 ROWS = [
     standard(fee_name="Base add", fee_amount="($0.0020)", effective_start="2023-01-02",
              effective_end="2023-12-29"),
@@ -54,9 +61,21 @@ ROWS = [
     standard(fee_name="Routing", action="routed", fee_amount="$0.0035",
              effective_start="2023-01-02"),
     fee_row(fee_name="Tier 1 add", fee_amount="($0.0032)", effective_start="2023-01-02"),
-    standard(exchange="memx", fee_name="Sub-dollar take", action="take", fee_amount="0.30%",
-             fee_basis="of total dollar value", effective_start="2023-01-02",
-             source_document="MEMX fee schedule", source_url=MEMX),
+    memx(fee_name="Sub-dollar take", action="take", fee_amount="0.30%",
+         fee_basis="of total dollar value", price_band="below_1", standard="true"),
+    memx(fee_name="Fee code B, D or J: Added displayed volume", fee_amount="($0.0020)",
+         fee_codes="B D J", display="displayed", price_band="at_or_above_1", standard="true"),
+    memx(fee_name="Fee code B, D or J: below $1.00", fee_amount="(0.10%)",
+         fee_basis="of total dollar value", fee_codes="B D J", display="displayed",
+         price_band="below_1", standard="true"),
+    memx(fee_name="Fee code H: Added non-displayed volume", fee_amount="($0.0010)",
+         fee_codes="H", display="non_displayed", standard="true"),
+    memx(fee_name="Fee code B1, D1 or J1: Added displayed volume, Liquidity Provision Tier 1",
+         fee_amount="($0.0032)", fee_codes="B1 D1 J1", display="displayed",
+         tier="Liquidity Provision Tier 1", volume_tier="Tier 1: ADAV >= 0.20% of TCV"),
+    memx(fee_name="Fee code V: Tape B", fee_amount="($0.0025)", fee_codes="V", tapes="B"),
+    memx(fee_name="Fee code V: Tapes A and C", fee_amount="($0.0021)", fee_codes="V",
+         tapes="A C"),
     option("customer", "penny", "$0.45"),
     option("customer", "non_penny", "$0.85"),
     option("market_maker", "penny", "$0.23"),
@@ -104,6 +123,18 @@ WORKED = [
      fill("cboe", "2024-03-01", "20", "1.20", "take", fee_participant="market_maker",
           symbol_type="penny"), 4.6),  # 20 x 0.23
     ("a fractional quantity", fill("nyse", "2023-06-01", "0.5", "25", "take"), 0.0015),
+    ("a fee code", fill("memx", "2024-03-01", "1000", "25", "", fee_code="D"), -2.0),
+    ("a fee code and its action", fill("memx", "2024-03-01", "1000", "25", "make",
+                                       fee_code="H"), -1.0),
+    # $5,000 of value at 0.10%: the code's sub-dollar line
+    ("a fee code below $1.00", fill("memx", "2024-03-01", "10000", "0.50", "", fee_code="B"),
+     -5.0),
+    ("a display", fill("memx", "2024-03-01", "1000", "25", "make", display="non_displayed"),
+     -1.0),
+    ("a tier", fill("memx", "2024-03-01", "1000", "25", "make",
+                    tier="Liquidity Provision Tier 1"), -3.2),
+    ("a tier's fee code", fill("memx", "2024-03-01", "1000", "25", "", fee_code="J1"), -3.2),
+    ("a tape", fill("memx", "2024-03-01", "1000", "25", "", fee_code="V", tape="C"), -2.1),
 ]  # fmt: skip
 
 
@@ -150,7 +181,24 @@ REFUSED = [
     ("an unknown action", fill("nyse", "2024-03-01", "100", "25", "add"),
      "fee_action must be one of: make, open, other, routed, take"),
     ("a missing field", {"exchange_name": "nyse", "quantity": "1"},
-     "missing trade_date, price, fee_action"),
+     "missing trade_date, price, fee_action or fee_code"),
+    ("neither an action nor a code", fill("memx", "2024-03-01", "100", "25", ""),
+     "missing fee_action or fee_code"),
+    ("an unknown fee code", fill("memx", "2024-03-01", "100", "25", "", fee_code="ZZ"),
+     "no line of this venue with fee code ZZ is in force for this fill on 2024-03-01"),
+    ("a fee code that cannot be one", fill("memx", "2024-03-01", "100", "25", "",
+                                           fee_code="B-1"),
+     "fee_code must be letters and digits, at most 8"),
+    ("a tier the venue does not have", fill("memx", "2024-03-01", "100", "25", "make",
+                                            tier="Tier 9"),
+     'no line of this venue is in tier "Tier 9" on 2024-03-01'),
+    ("a sub-dollar fill with no line for its band",
+     fill("nyse", "2023-06-01", "100", "0.5", "make"),
+     "no standard line of this venue for this fill is in force on 2023-06-01"),
+    ("an unknown tape", fill("memx", "2024-03-01", "100", "25", "", fee_code="V", tape="D"),
+     "tape must be one of: A, B, C"),
+    ("an unknown display", fill("memx", "2024-03-01", "100", "25", "make", display="lit"),
+     "display must be one of: displayed, non_displayed, midpoint"),
     ("an option fill without its participant", fill("cboe", "2024-03-01", "10", "1", "take"),
      "an option fill needs fee_participant"),
 ]  # fmt: skip
@@ -179,7 +227,49 @@ def test_an_ambiguous_fill_names_its_candidates(dataset: Dataset) -> None:
     )  # fmt: skip
     ids = ", ".join(sorted([penny, non_penny]))
     assert answer["error"] == (
-        f"2 standard lines apply (record ids {ids}): give symbol_type or fee_participant to choose"
+        f"2 lines apply (record ids {ids}): give fee_code, display, symbol_type, fee_participant"
+        " or tape to choose"
+    )
+
+
+@pytest.mark.parametrize(
+    ("given", "choices"),
+    [
+        # MEMX's standard adding lines are one displayed and one not.
+        (fill("memx", "2024-03-01", "10", "25", "make"),
+         [{"display": "displayed"}, {"display": "non_displayed"}]),
+        # Its code V is priced per tape.
+        (fill("memx", "2024-03-01", "10", "25", "", fee_code="V"),
+         [{"tape": "B"}, {"tape": "A"}]),
+    ],
+)  # fmt: skip
+def test_a_fill_several_lines_fit_names_them_until_it_says_which(
+    dataset: Dataset, given: dict[str, str], choices: list[dict[str, str]]
+) -> None:
+    [answer] = answers(dataset, [given])
+    chosen = sorted(answers(dataset, [given | choice])[0]["record_id"] for choice in choices)
+    assert answer["error"].startswith(f"2 lines apply (record ids {', '.join(chosen)}): ")
+
+
+def test_a_batchs_tiers_price_the_fills_that_name_none(dataset: Dataset) -> None:
+    given = [
+        fill("memx", "2024-03-01", "1000", "25", "make", display="displayed"),
+        fill("memx", "2024-03-01", "1000", "25", "make", display="displayed", tier="none such"),
+        fill("memx", "2024-03-01", "1000", "25", "routed"),  # neither a tier nor a standard line
+        fill("nyse", "2023-06-01", "1000", "25", "make"),  # another venue: its standard line
+    ]
+    tiers, unknown = fills.tiers_of(
+        {"MEMX": "Liquidity Provision Tier 1", "nowhere": "Tier 1"}, dataset, lambda code: True
+    )
+    assert (tiers, unknown) == ({"memx": "Liquidity Provision Tier 1"}, ["nowhere"])
+    checked = fills.checked(fills.from_mappings(given), dataset, lambda code: True, tiers)
+    priced = fills.priced(checked, dataset).to_pylist()
+    assert [(answer["fee"], answer["line_tier"]) for answer in priced] == [
+        (-3.2, "Liquidity Provision Tier 1"), (None, None), (None, None), (-2.0, None)
+    ]  # fmt: skip
+    assert priced[1]["error"] == 'no line of this venue is in tier "none such" on 2024-03-01'
+    assert priced[2]["error"] == (
+        "no standard line of this venue for this fill is in force on 2024-03-01"
     )
 
 
@@ -206,38 +296,70 @@ def test_a_venue_outside_the_callers_scope_is_unknown_like_one_that_does_not_exi
 # ---- the engine against a plain lookup, one fill at a time, over the Parquet files
 
 LOOKUP = """
-SELECT record_id, amount, unit
+SELECT record_id, amount, unit,
+    CASE WHEN tier IS NOT NULL THEN CASE WHEN tier = $tier THEN 3 ELSE 0 END
+        WHEN standard THEN 2 ELSE 1 END AS kind
 FROM read_parquet($files, hive_partitioning = true, hive_types = {'exchange': VARCHAR})
-WHERE exchange = $exchange AND fee_type = $fee_type AND action = $action
-    AND fee_category = 'fees_and_rebates' AND standard AND amount IS NOT NULL
+WHERE exchange = $exchange AND fee_type = $fee_type
+    AND fee_category = 'fees_and_rebates' AND amount IS NOT NULL
     AND unit IN ('per_share', 'per_contract', 'percent_of_value')
+    AND CASE WHEN $code IS NULL THEN action = $action AND (standard OR tier = $tier)
+        ELSE list_contains(fee_codes, $code) AND ($action IS NULL OR action = $action) END
+    AND (tier IS NULL OR tier = $tier OR $code IS NOT NULL)
     AND (participant = 'all' OR participant = coalesce($participant, 'all'))
-    AND ($symbol_type IS NULL OR symbol_type = $symbol_type
-         OR symbol_type NOT IN ('penny', 'non_penny'))
+    AND ($symbol_type IS NULL OR symbol_type IN ('both', 'not_applicable', $symbol_type))
+    AND ($display IS NULL OR display IS NULL OR display IN ($display, 'any'))
+    AND ($fee_type <> 'equity' OR CASE WHEN $price >= 1
+        THEN coalesce(price_band, 'at_or_above_1') IN ('at_or_above_1', 'any')
+        ELSE price_band IN ('below_1', 'any') END)
+    AND effective_start <= $day AND coalesce(effective_end, DATE '9999-12-31') >= $day
+"""
+TIER_KNOWN = """
+SELECT count(*) > 0
+FROM read_parquet($files, hive_partitioning = true, hive_types = {'exchange': VARCHAR})
+WHERE exchange = $exchange AND fee_type = $fee_type AND tier = $tier
+    AND fee_category = 'fees_and_rebates' AND amount IS NOT NULL
     AND effective_start <= $day AND coalesce(effective_end, DATE '9999-12-31') >= $day
 """
 
 
 def looked_up(version: Path, given: dict[str, Any]) -> tuple[str | None, float | None]:
     """The record and fee the rule gives one fill, found by the plainest query: (None, None)
-    when no line or several apply."""
+    when no line or several of the best kind apply (the fill's tier's, else a standard one,
+    else another without a tier, else another tier's)."""
     files = [str(path) for path in (version / "fees").rglob("*.parquet")]
     parameters = {
         "files": files, "exchange": given["exchange_name"], "fee_type": given["fee_type"],
-        "action": given["fee_action"], "participant": given.get("fee_participant"),
+        "action": given.get("fee_action"), "participant": given.get("fee_participant"),
         "symbol_type": given.get("symbol_type"), "day": date.fromisoformat(given["trade_date"]),
+        "code": given.get("fee_code"), "tier": given.get("tier"), "display": None,
+        "price": Decimal(given["price"]),
     }  # fmt: skip
-    rows = duckdb.connect().execute(LOOKUP, parameters).fetchall()
+    con = duckdb.connect()
+    known = {key: parameters[key] for key in ("files", "exchange", "fee_type", "tier", "day")}
+    if given.get("tier") and not con.execute(TIER_KNOWN, known).fetchone()[0]:
+        return None, None
+    rows = con.execute(LOOKUP, parameters).fetchall()
+    best = max((kind for *_, kind in rows), default=0)
+    rows = [row for row in rows if row[3] == best]
     if len(rows) != 1:
         return None, None
-    record_id, amount, unit = rows[0]
+    record_id, amount, unit, *_ = rows[0]
     value = Decimal(given["quantity"]) * (
         Decimal(given["price"]) / 100 if unit == "percent_of_value" else 1
     )
     return str(record_id), float(round(value * amount, 8))
 
 
-def random_fill(rng: random.Random, codes: list[str]) -> dict[str, str]:
+CODED = """
+SELECT exchange, fee_type, unnest(fee_codes) AS code, effective_start, tier
+FROM read_parquet($files, hive_partitioning = true, hive_types = {'exchange': VARCHAR})
+WHERE len(fee_codes) > 0 AND fee_category = 'fees_and_rebates'
+ORDER BY ALL
+"""
+
+
+def random_fill(rng: random.Random, codes: list[str], coded: list[tuple[Any, ...]]) -> dict:
     fee_type = rng.choice(["equity", "option"])
     day = date(2019, 1, 1) + timedelta(days=rng.randrange(2_500))
     given = {
@@ -251,6 +373,15 @@ def random_fill(rng: random.Random, codes: list[str]) -> dict[str, str]:
     }  # fmt: skip
     if rng.random() < 0.5:
         given["symbol_type"] = rng.choice(["penny", "non_penny"])
+    if rng.random() < 0.3:  # a code of the version, on a day from its record's start
+        exchange, fee_type, code, start, tier = rng.choice(coded)
+        del given["fee_action"]
+        given |= {"exchange_name": exchange, "fee_type": fee_type, "fee_code": code,
+                  "trade_date": (start + timedelta(days=rng.randrange(60))).isoformat()}
+        if tier and rng.random() < 0.5:
+            given["tier"] = tier
+    elif rng.random() < 0.2:  # the synthetic tiers are Tier 1 to Tier 4
+        given["tier"] = f"Tier {rng.randrange(1, 6)}"
     return given
 
 
@@ -259,14 +390,24 @@ def test_the_engine_prices_each_fill_as_a_plain_lookup_finds_it(
     indexed: Indexed, seed: int
 ) -> None:
     """Over the synthetic version with NYSE's standard rates (`tests/conftest.py`), fills drawn
-    at random on every venue: one query for all of them answers what a query per fill does."""
+    at random on every venue, by action or by one of the version's fee codes, some in a tier:
+    one query for all of them answers what a query per fill does."""
     rng = random.Random(seed)
-    given = [random_fill(rng, indexed.venues) for _ in range(300)]
-    priced = answers(indexed.dataset, given)
     version = indexed.dataset.version_dir
+    files = [str(path) for path in (version / "fees").rglob("*.parquet")]
+    coded = duckdb.connect().execute(CODED, {"files": files}).fetchall()
+    given = [random_fill(rng, indexed.venues, coded) for _ in range(300)]
+    priced = answers(indexed.dataset, given)
     expected = [looked_up(version, one) for one in given]
     assert [(answer["record_id"], answer["fee"]) for answer in priced] == expected
-    assert sum(record is not None for record, _ in expected) > 20
+    assert sum(record is not None for record, _ in expected) > 30
+    coded_priced = [
+        one
+        for one, (record, _) in zip(given, expected, strict=True)
+        if record and "fee_code" in one
+    ]
+    tier_priced = [answer for answer in priced if answer["line_tier"]]
+    assert len(coded_priced) > 10 and len(tier_priced) >= 2
 
 
 # ---- `fees price`: the same answers, as CSV
@@ -353,9 +494,11 @@ def test_the_readmes_worked_example_is_the_embedded_datas_answer(
         else:
             shown = answer["error"]
         fee = "" if answer["fee"] is None else f"{answer['fee']:g}"
+        code = given.get("fee_code") and f"fee code {given['fee_code']}"
+        what = ", ".join(filter(None, (given.get("fee_action"), code, given.get("tier"))))
         rows.append(
             f"  | {number} | {given['exchange_name']} | {given['trade_date']} | "
-            f"{given['quantity']} | {given['fee_action']} | {fee} | {shown} |"
+            f"{given['quantity']} | {given['price']:g} | {what} | {fee} | {shown} |"
         )
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     table = readme.split("<!-- fee-estimates-example:start -->\n")[1].split("  <!--")[0]

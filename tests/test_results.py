@@ -92,6 +92,11 @@ def test_list_meta_and_one_whole_item(client: httpx.Client, fixture_version: Ing
             "presumed": None,  # the answer is not for a day
             "ended_by": None,
             "standard": False,
+            "fee_codes": [],  # an older layout's row states no dimension
+            "display": None,
+            "price_band": None,
+            "tapes": [],
+            "tier": None,
             "source_kind": "primary",
             "date_basis": "stated",
             "uncertain": False,

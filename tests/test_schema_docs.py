@@ -48,7 +48,7 @@ def test_raw_format_page_lists_every_column_in_order_with_required_flags() -> No
 def test_raw_format_page_lists_every_vocabulary_value() -> None:
     rows = table_rows("raw-format.md")
     for column, values in VOCABULARIES.items():
-        assert sorted(re.findall(r"`([a-z_]+)`", rows[column][2])) == sorted(values), column
+        assert sorted(re.findall(r"`([a-z0-9_]+)`", rows[column][2])) == sorted(values), column
 
 
 def test_dataset_page_lists_every_published_column_with_its_type() -> None:

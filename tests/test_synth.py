@@ -100,6 +100,11 @@ def row_problems(row: dict[str, str]) -> list[str]:
         allowed = VOCABULARIES.get(column)
         if value and allowed is not None and value not in allowed:
             problems.append(f"{column}: {value!r} not in vocabulary")
+    codes = r"[0-9A-Za-z]{1,8}( [0-9A-Za-z]{1,8})*"
+    if row["fee_codes"] and not re.fullmatch(codes, row["fee_codes"]):
+        problems.append(f"fee_codes not codes separated by spaces: {row['fee_codes']!r}")
+    if row["tapes"] and not set(row["tapes"].split()) <= {"A", "B", "C"}:
+        problems.append(f"tapes not A, B or C: {row['tapes']!r}")
     if row["exchange"] not in VENUE_CLASSES:
         problems.append(f"unknown venue code {row['exchange']!r}")
     elif row["fee_type"] not in VENUE_CLASSES[row["exchange"]]:
@@ -182,7 +187,7 @@ def test_smaller_run_removes_stale_files(tmp_path: Path, registry: Path) -> None
 
 def test_header_is_the_documented_header(dataset: list[Path]) -> None:
     documented = [column for column, _ in documented_columns()]
-    assert len(documented) == 33
+    assert len(documented) == 38
     assert list(RAW_COLUMNS) == documented
     for path in dataset:
         with path.open(encoding="utf-8", newline="") as handle:

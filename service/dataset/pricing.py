@@ -1,27 +1,36 @@
-"""What executions cost: the fills joined with the lines in force on their trade dates, in one
-query (a range join over the version's records), never a lookup per fill.
+"""What executions cost: the fills joined with the lines in force on their trade dates, in a few
+queries over the whole batch (a range join over the version's priceable lines), never a lookup
+per fill.
 
-The line a fill pays is, for now, its venue's **standard** line (`docs/raw-format.md`, "Standard
-rates") of its fee type and action in the fees-and-rebates category, in force on its trade date,
-for its participant (or for every participant, `all`) and its penny class (or for every class),
-with a plain figure counted per share, per contract or as a percentage of value. Fee codes,
-display, price bands and tiers select among a venue's other lines once they are data (issue 39);
-`docs/pricing.md` states the rule and what each answer field means.
+The line a fill pays (`docs/pricing.md` states the rule and each answer field):
+
+- a fill naming a **fee code** pays a fees-and-rebates line of its venue and fee type that
+  carries the code; one naming only its **action** pays a **standard** line of that action
+  (`docs/raw-format.md`, "Standard rates");
+- a fill with a **tier** pays that tier's line when the venue has one for it, else the line it
+  would pay without a tier; a tier's line prices a fill without that tier only by a code no
+  line outside the tiers carries (MEMX's B1 is its Liquidity Provision Tier 1);
+- in force on the trade date, for the fill's participant (or `all`), penny class (or a line
+  for both), display (or a line for any, or one that does not say), tape (or a line for every
+  tape) and **price band**: an equity fill at or above $1.00 pays a line for that band, for
+  any, or one that does not say (a standard rate is a rate at or above $1.00 unless its band
+  says otherwise); one below $1.00 only a line for that band or for any;
+- with a plain figure counted per share, per contract or as a percentage of value.
 
 A fill with no such line, or with more than one, is answered with the lines' count and, when
-there are several, their record ids: the caller names which (`symbol_type`, `fee_participant`),
-the engine never guesses.
+there are several, their record ids: the caller names which (a code, a display, a class, a
+participant, a tape), the engine never guesses.
 """
 
-import threading
 from typing import Final
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from service.dataset.engine import Engine
 
 # What the engine is given: one row per fill that passed its checks (`fill` is its place in the
-# request, from 0), the venue as its code.
+# request, from 0), the venue as its code. `action` is null for a fill that names its fee code.
 FILLS_SCHEMA: Final = pa.schema(
     [
         ("fill", pa.int64()),
@@ -33,6 +42,10 @@ FILLS_SCHEMA: Final = pa.schema(
         ("action", pa.string()),
         ("participant", pa.string()),
         ("symbol_type", pa.string()),
+        ("fee_code", pa.string()),
+        ("display", pa.string()),
+        ("tape", pa.string()),
+        ("tier", pa.string()),
     ]
 )
 
@@ -40,88 +53,136 @@ FILLS_SCHEMA: Final = pa.schema(
 # percentage of its value (quantity times price).
 PER_UNIT: Final = ("per_share", "per_contract")
 PERCENT: Final = "percent_of_value"
+UNITS: Final = ", ".join(f"'{unit}'" for unit in (*PER_UNIT, PERCENT))
 
-# The lines a fill may pay, whatever the fill: a version's standard fee-and-rebate lines with a
-# plain figure in a unit the engine counts. A few thousand of a version's records at most, so
-# they are read out of its files once, on the first request that prices fills, and every join
-# after reads them from memory (10M records: a fill priced in 14 ms over the files).
-CREATE_PRICEABLE: Final = f"""
-CREATE TABLE IF NOT EXISTS priceable AS
-SELECT exchange, fee_type, action, participant, symbol_type, effective_start, effective_end,
-    record_id, line_id, fee_name, amount, unit, confirmed_through, source_url
-FROM fees
-WHERE fee_category = 'fees_and_rebates'
-    AND standard
-    AND amount IS NOT NULL
-    AND unit IN ('{PER_UNIT[0]}', '{PER_UNIT[1]}', '{PERCENT}')
-"""
-
-# One row per fill, in fill order: how many lines it may pay, and when exactly one, that line
-# and the fee (signed as the amount: negative is a rebate to the member), rounded to 1e-8 USD.
-PRICE_FILLS: Final = f"""
-WITH matched AS (
+# Each fill's candidates among the priceable lines (`ingest.serving.CREATE_PRICEABLE`: one row
+# per code, and one without a code for a standard or tier record, so both ways in are equality
+# joins), the best kind only (its tier's line, else a standard one, else another line without a
+# tier, else, for a code only a tier's lines carry, the tiers' lines): how
+# many, and their positions in the serving copy; and whether a fill's tier is a tier of its
+# venue on that day (a tier no line is in force for is the fill's error, never ignored).
+MATCH_FILLS: Final = f"""
+WITH candidates AS (
     SELECT
         fills.fill,
-        fills.quantity,
-        fills.price,
-        fills.trade_date,
-        fees.record_id,
-        fees.line_id,
-        fees.fee_name AS label,
-        fees.amount,
-        fees.unit,
-        fees.confirmed_through,
-        fees.source_url,
-        count(fees.record_id) OVER (PARTITION BY fills.fill) AS lines,
-        list(fees.record_id) OVER (
-            PARTITION BY fills.fill ORDER BY fees.record_id
-            ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING
-        ) AS candidates
+        lines.position,
+        CASE
+            WHEN lines.tier IS NOT NULL THEN CASE WHEN lines.tier = fills.tier THEN 3 ELSE 0 END
+            WHEN lines.standard THEN 2
+            ELSE 1
+        END AS kind
     FROM fills
-    LEFT JOIN priceable AS fees
-        ON fees.exchange = fills.exchange
-        AND fees.fee_type = fills.fee_type
-        AND fees.action = fills.action
-        AND fees.participant IN (coalesce(fills.participant, 'all'), 'all')
-        AND (fills.symbol_type IS NULL OR fees.symbol_type NOT IN ('penny', 'non_penny')
-             OR fees.symbol_type = fills.symbol_type)
-        AND fees.effective_start <= fills.trade_date
-        AND (fees.effective_end IS NULL OR fees.effective_end >= fills.trade_date)
+    JOIN serving.priceable AS lines
+        ON lines.exchange = fills.exchange
+        AND lines.fee_type = fills.fee_type
+        AND lines.fee_code IS NOT DISTINCT FROM fills.fee_code
+        AND (fills.action IS NULL OR lines.action = fills.action)
+        AND (lines.tier IS NULL OR lines.tier = fills.tier OR fills.fee_code IS NOT NULL)
+        AND lines.participant IN (coalesce(fills.participant, 'all'), 'all')
+        AND (fills.symbol_type IS NULL
+             OR lines.symbol_type IN ('both', 'not_applicable', fills.symbol_type))
+        AND (fills.display IS NULL OR lines.display IS NULL
+             OR lines.display IN (fills.display, 'any'))
+        AND (fills.tape IS NULL OR len(lines.tapes) = 0 OR list_contains(lines.tapes, fills.tape))
+        AND (fills.fee_type <> 'equity' OR CASE WHEN fills.price >= 1
+             THEN coalesce(lines.price_band, 'at_or_above_1') IN ('at_or_above_1', 'any')
+             ELSE lines.price_band IN ('below_1', 'any') END)
+        AND lines.unit IN ({UNITS})
+        AND lines.effective_start <= fills.trade_date
+        AND (lines.effective_end IS NULL OR lines.effective_end >= fills.trade_date)
+)
+,
+best AS (
+    SELECT fill, count(*) AS lines, list(position ORDER BY position) AS positions
+    FROM (SELECT * FROM candidates QUALIFY kind = max(kind) OVER (PARTITION BY fill))
+    GROUP BY fill
+),
+tiers AS (
+    SELECT DISTINCT fills.fill
+    FROM fills
+    JOIN serving.priceable AS lines
+        ON lines.exchange = fills.exchange
+        AND lines.fee_type = fills.fee_type
+        AND lines.tier = fills.tier
+        AND lines.fee_code IS NULL
+        AND lines.effective_start <= fills.trade_date
+        AND (lines.effective_end IS NULL OR lines.effective_end >= fills.trade_date)
 )
 SELECT
     fill,
-    lines,
-    CASE WHEN lines = 1 THEN round(
-        CASE unit WHEN '{PERCENT}' THEN quantity * price * amount / 100
-            ELSE quantity * amount END, 8) END AS fee,
-    CASE WHEN lines = 1 THEN amount END AS amount,
-    CASE WHEN lines = 1 THEN unit END AS unit,
-    CASE WHEN lines = 1 THEN CAST(record_id AS VARCHAR) END AS record_id,
-    CASE WHEN lines = 1 THEN CAST(line_id AS VARCHAR) END AS line_id,
-    CASE WHEN lines = 1 THEN label END AS label,
-    CASE WHEN lines = 1 THEN confirmed_through END AS confirmed_through,
-    CASE WHEN lines = 1 THEN confirmed_through < trade_date END AS presumed,
-    CASE WHEN lines = 1 THEN source_url END AS source_link,
-    CASE WHEN lines > 1 THEN CAST(candidates AS VARCHAR[]) END AS candidates
-FROM matched
-QUALIFY row_number() OVER (PARTITION BY fill ORDER BY record_id) = 1
-ORDER BY fill
+    CASE WHEN tier_known THEN coalesce(best.lines, 0) ELSE 0 END AS lines,
+    CASE WHEN tier_known THEN best.positions END AS positions,
+    tier_known
+FROM (
+    SELECT fill, fills.tier IS NULL OR tiers.fill IS NOT NULL AS tier_known
+    FROM fills LEFT JOIN tiers USING (fill)
+)
+LEFT JOIN best USING (fill)
+"""
+MATCHES_SCHEMA: Final = pa.schema(
+    [
+        ("fill", pa.int64()),
+        ("lines", pa.int64()),
+        ("positions", pa.list_(pa.int64())),
+        ("tier_known", pa.bool_()),
+    ]
+)
+
+# What an answer shows of each candidate line, by its position (bound as a list: a filter on
+# rowid reads only the row groups holding them).
+LINES_AT: Final = """
+SELECT
+    rowid AS position,
+    CAST(record_id AS VARCHAR) AS record_id,
+    CAST(line_id AS VARCHAR) AS line_id,
+    fee_name AS label,
+    tier,
+    amount,
+    unit,
+    confirmed_through,
+    source_url
+FROM serving.rows
+WHERE rowid = ANY($positions)
+"""
+
+# One row per fill, in fill order: how many lines it may pay, and when exactly one, that line
+# and the fee (signed as the amount: negative is a rebate to the member), rounded to 1e-8 USD;
+# when several, their record ids.
+PRICE_FILLS: Final = f"""
+WITH several AS (
+    SELECT fill, list(record_id ORDER BY record_id) AS candidates
+    FROM (SELECT fill, unnest(positions) AS position FROM matches WHERE lines > 1)
+    JOIN lines USING (position)
+    GROUP BY fill
+)
+SELECT
+    fills.fill,
+    matches.lines,
+    matches.tier_known,
+    round(CASE lines.unit WHEN '{PERCENT}' THEN quantity * price * amount / 100
+        ELSE quantity * amount END, 8) AS fee,
+    lines.amount,
+    lines.unit,
+    lines.record_id,
+    lines.line_id,
+    lines.label,
+    lines.tier AS line_tier,
+    lines.confirmed_through,
+    lines.confirmed_through < fills.trade_date AS presumed,
+    lines.source_url AS source_link,
+    several.candidates
+FROM fills
+JOIN matches USING (fill)
+LEFT JOIN lines ON matches.lines = 1 AND lines.position = matches.positions[1]
+LEFT JOIN several USING (fill)
+ORDER BY fills.fill
 """
 
 
-class Pricing:
-    """The engine over one version: its priceable lines read once, when first asked."""
-
-    def __init__(self, db: Engine) -> None:
-        self._db = db
-        self._lock = threading.Lock()
-        self._ready = False
-
-    def price(self, fills: pa.Table) -> pa.Table:
-        """One row per fill of `fills` (`FILLS_SCHEMA`), in order: `PRICE_FILLS`'s columns."""
-        if not self._ready:
-            with self._lock:
-                if not self._ready:
-                    self._db.query(CREATE_PRICEABLE)
-                    self._ready = True
-        return self._db.table(PRICE_FILLS, {}, {"fills": fills.cast(FILLS_SCHEMA)})
+def price(db: Engine, fills: pa.Table) -> pa.Table:
+    """One row per fill of `fills` (`FILLS_SCHEMA`), in order: `PRICE_FILLS`'s columns."""
+    fills = fills.cast(FILLS_SCHEMA)
+    matches = db.table(MATCH_FILLS, {}, {"fills": fills}).cast(MATCHES_SCHEMA)
+    positions = pc.unique(pc.list_flatten(matches["positions"]))
+    lines = db.table(LINES_AT, {"positions": positions.to_pylist()}, {})
+    return db.table(PRICE_FILLS, {}, {"fills": fills, "matches": matches, "lines": lines})

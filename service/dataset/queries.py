@@ -11,6 +11,7 @@ from datetime import date, timedelta
 from typing import Any, Final
 
 from ingest.layout import LINE_TEXT, TEXT_ID
+from ingest.schema import LIST_COLUMNS
 
 # Views over one version's files; the paths are the service's own, quoted by the caller. The
 # files are listed once, when the version is opened (a published version never changes), so
@@ -190,6 +191,11 @@ RESULT_FIELDS: Final = (
     ("presumed", PRESUMED),
     ("ended_by", "ended_by"),
     ("standard", "standard"),
+    ("fee_codes", "fee_codes"),
+    ("display", "display"),
+    ("price_band", "price_band"),
+    ("tapes", "tapes"),
+    ("tier", "tier"),
     ("source_kind", "source_kind"),
     ("date_basis", "date_basis"),
     ("uncertain", "uncertain"),
@@ -219,6 +225,8 @@ SHAPES: Final[dict[str, dict[str, str]]] = {
     "csv": {
         "scraped_time": ISO_TIMESTAMP,
         "relationships": f"CAST(to_json({RELATIONSHIPS}) AS VARCHAR)",
+        # a list as the raw format writes it: its values separated by spaces
+        **{column: f"array_to_string({column}, ' ')" for column in LIST_COLUMNS},
     },
     "parquet": {},
 }

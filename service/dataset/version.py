@@ -70,7 +70,6 @@ class Dataset:
         self.coverage = coverage_of(self._rollup("coverage"))
         self.versions = versions_of(self._rollup("versions"))
         self._discovery = DiscoveryCounts(self._rollup("counts", dictionary=ENCODED))
-        self._pricing = pricing.Pricing(self.db)
 
     def _attach(self, paths: list[Path]) -> ResultsIndex:
         """The views over the version's files, its serving copy attached, and its index, once
@@ -215,8 +214,8 @@ class Dataset:
         return self.classes.spreads(selection, unit)
 
     def price(self, fills: pa.Table) -> pa.Table:
-        """What each fill (`pricing.FILLS_SCHEMA`) pays, in one query (`pricing.PRICE_FILLS`)."""
-        return self._pricing.price(fills)
+        """What each fill (`pricing.FILLS_SCHEMA`) pays: its line and fee, or why it has none."""
+        return pricing.price(self.db, fills)
 
     def changes_page(
         self, chosen: ChangeFilter | None, descending: bool, offset: int, size: int

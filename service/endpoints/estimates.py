@@ -33,6 +33,9 @@ MAX_FILLS: Final = 100_000
 MAX_BODY_BYTES: Final = 32 * 2**20
 MEDIA_TYPES: Final = ("application/json", "text/csv")
 FORMATS: Final = ("json", "csv")
+# The fields of a JSON body: the fills, and the tier of each venue that fills without a tier of
+# their own are priced in.
+BODY_FIELDS: Final = ("fills", "tiers")
 # The most problems a 422 lists: the first ones are what a caller needs to mend the body.
 MAX_PROBLEMS: Final = 10
 
@@ -60,7 +63,12 @@ def _priced(
     content_type: str | None, body: bytes, dataset: Dataset, may_see: Callable[[str], bool]
 ) -> tuple[fills.Fills, pa.Table]:
     """The body's fills checked, and their answers."""
-    checked = fills.checked(fills.from_mappings(_fills(content_type, body)), dataset, may_see)
+    given, named_tiers = _fills(content_type, body)
+    tiers, unknown = fills.tiers_of(named_tiers, dataset, may_see)
+    if unknown:
+        problems = [_problem(f"tiers.{name}", "unknown exchange") for name in unknown]
+        raise ValidationError("The body's tiers cannot be read.", problems[:MAX_PROBLEMS])
+    checked = fills.checked(fills.from_mappings(given), dataset, may_see, tiers)
     return checked, fills.priced(checked, dataset)
 
 
@@ -86,14 +94,18 @@ def _too_large() -> PayloadTooLarge:
     )
 
 
-def _fills(content_type: str | None, body: bytes) -> list[Any]:
-    """The fills of a JSON or CSV body, each a mapping of the fields it gives."""
+def _fills(content_type: str | None, body: bytes) -> tuple[list[Any], dict[str, str]]:
+    """The fills of a JSON or CSV body, each a mapping of the fields it gives, and the tiers
+    the body names by venue (JSON only)."""
     media = (content_type or "application/json").split(";")[0].strip().lower()
     if media not in MEDIA_TYPES:
         raise UnsupportedMedia(f"a body of fills is {' or '.join(MEDIA_TYPES)}, not {media}")
     problems: list[dict[str, Any]] = []
+    tiers: dict[str, str] = {}
     read = (
-        _json_fills(body, problems) if media == "application/json" else _csv_fills(body, problems)
+        _json_fills(body, problems, tiers)
+        if media == "application/json"
+        else _csv_fills(body, problems)
     )
     if len(read) > MAX_FILLS:
         raise PayloadTooLarge(f"{len(read):,} fills: at most {MAX_FILLS:,} a request")
@@ -103,7 +115,7 @@ def _fills(content_type: str | None, body: bytes) -> list[Any]:
             break
     if problems:
         raise ValidationError("The body's fills cannot be read.", problems[:MAX_PROBLEMS])
-    return read
+    return read, tiers
 
 
 def _fill_problems(place: str, fill: Any) -> list[dict[str, Any]]:
@@ -129,7 +141,9 @@ def _scalar(value: Any) -> bool:
     return value is None or (isinstance(value, str | int | float) and not isinstance(value, bool))
 
 
-def _json_fills(body: bytes, problems: list[dict[str, Any]]) -> list[Any]:
+def _json_fills(
+    body: bytes, problems: list[dict[str, Any]], tiers: dict[str, str]
+) -> list[Any]:
     try:
         document = orjson.loads(body)
     except orjson.JSONDecodeError as error:
@@ -138,7 +152,18 @@ def _json_fills(body: bytes, problems: list[dict[str, Any]]) -> list[Any]:
     if not isinstance(document, dict):
         problems.append(_problem("body", 'must be an object: {"fills": [...]}'))
         return []
-    problems += [_problem(name, "unknown field", ["fills"]) for name in document if name != "fills"]
+    problems += [
+        _problem(name, "unknown field", list(BODY_FIELDS))
+        for name in document
+        if name not in BODY_FIELDS
+    ]
+    named = document.get("tiers") or {}
+    if isinstance(named, dict) and all(
+        isinstance(tier, str) and tier.strip() for tier in named.values()
+    ):
+        tiers.update({name: tier.strip() for name, tier in named.items()})
+    else:
+        problems.append(_problem("tiers", 'must be an object of tier names: {"<venue>": "<tier>"}'))
     given = document.get("fills")
     if not isinstance(given, list):
         problems.append(_problem("fills", "must be a list of fills"))

@@ -17,7 +17,7 @@ from typing import Any, Final
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ingest.schema import CLOSED_VALUES
+from ingest.schema import CLOSED_VALUES, TAPES
 from service.dataset.pricing import FILLS_SCHEMA
 from service.dataset.version import Dataset
 from service.endpoints.params import real_date
@@ -32,8 +32,18 @@ FIELDS: Final = (
     "fee_participant",
     "fee_type",
     "symbol_type",
+    "fee_code",
+    "display",
+    "tape",
+    "tier",
 )
-REQUIRED: Final = ("exchange_name", "trade_date", "quantity", "price", "fee_action")
+# Required of every fill; and one of these two, which say what the execution did.
+REQUIRED: Final = ("exchange_name", "trade_date", "quantity", "price")
+WHAT_IT_DID: Final = ("fee_action", "fee_code")
+# What a fill may leave out and be refused for, as its error names it.
+MISSABLE: Final = (*REQUIRED, " or ".join(WHAT_IT_DID))
+# A fee code as the raw format holds one (`ingest.rules.FEE_CODE`).
+FEE_CODE: Final = "^[0-9A-Za-z]{1,8}$"
 STRING: Final = pa.string()
 TEXT: Final = pa.schema([(name, STRING) for name in FIELDS])
 # What each fill is answered with, in order (the CSV's columns after the fill's own).
@@ -45,6 +55,7 @@ ANSWERS: Final = pa.schema(
         ("record_id", pa.string()),
         ("line_id", pa.string()),
         ("label", pa.string()),
+        ("line_tier", pa.string()),
         ("confirmed_through", pa.string()),
         ("presumed", pa.bool_()),
         ("source_link", pa.string()),
@@ -52,14 +63,14 @@ ANSWERS: Final = pa.schema(
     ]
 )
 ANSWER_FIELDS: Final = tuple(ANSWERS.names)
-# A fill the engine finds no line for: this, then its trade date.
-NO_LINE: Final = "no standard line of this venue for this fill is in force on "
 # The closed fields: a fill's field -> the values it takes.
 CHOICES: Final = {
     "fee_action": CLOSED_VALUES["action"],
     "fee_participant": CLOSED_VALUES["participant"],
     "fee_type": CLOSED_VALUES["fee_type"],
     "symbol_type": ("penny", "non_penny"),
+    "display": ("displayed", "non_displayed", "midpoint"),
+    "tape": TAPES,
 }
 # Numbers as the engine holds them (`FILLS_SCHEMA`): at most these places, below these bounds.
 NUMBERS: Final = {"quantity": (6, Decimal(10**12), False), "price": (8, Decimal(10**10), True)}
@@ -68,11 +79,13 @@ NO_TEXT: Final = pa.scalar(None, STRING)
 
 @dataclass
 class Fills:
-    """Fills checked: their fields' text, each fill's error (null: it reads), and the rows the
-    engine prices (`FILLS_SCHEMA`, `fill` its place)."""
+    """Fills checked: their fields' text, each fill's error (null: it reads), the tier each is
+    priced under (its own, else its venue's of the batch), and the rows the engine prices
+    (`FILLS_SCHEMA`, `fill` its place)."""
 
     text: pa.Table
     errors: pa.Array
+    tiers: pa.Array
     engine: pa.Table
 
     @property
@@ -104,10 +117,17 @@ def text_of(table: pa.Table) -> pa.Table:
     return pa.table(columns, schema=TEXT)
 
 
-def checked(text: pa.Table, dataset: Dataset, may_see: Callable[[str], bool]) -> Fills:
+def checked(
+    text: pa.Table,
+    dataset: Dataset,
+    may_see: Callable[[str], bool],
+    tiers: Mapping[str, str] | None = None,
+) -> Fills:
     """Each fill checked on its own, its first problem its error; a venue the caller may not see
-    is unknown, as is one that does not exist (the answer never says which)."""
+    is unknown, as is one that does not exist (the answer never says which). `tiers`: the tier
+    of each venue (by its code) that the batch's fills without one of their own are in."""
     codes = _by_value(text["exchange_name"], lambda name: _visible(dataset, name, may_see))
+    tier = pc.coalesce(text["tier"], _by_value(codes, (tiers or {}).get))
     days = _by_value(text["trade_date"], real_date, pa.date32())
     fee_type = pc.coalesce(
         text["fee_type"], _by_value(codes, lambda code: _asset_class(dataset, code))
@@ -115,12 +135,14 @@ def checked(text: pa.Table, dataset: Dataset, may_see: Callable[[str], bool]) ->
     numbers = {name: _by_value(text[name], _number(name), NUMBER_READ) for name in NUMBERS}
     problems = [
         _missing(text),
-        _where(pc.is_null(codes), _prefixed("unknown exchange: ", text["exchange_name"])),
+        _where(pc.is_null(codes), _joined("unknown exchange: ", text["exchange_name"])),
         _where(pc.is_null(days), "trade_date must be a real date in the form YYYY-MM-DD"),
         *(_where(_outside(text[name], allowed), f"{name} must be one of: {', '.join(allowed)}")
           for name, allowed in CHOICES.items()),
         _where(pc.and_(pc.equal(fee_type, "option"), pc.is_null(text["fee_participant"])),
                "an option fill needs fee_participant"),
+        _where(pc.invert(pc.match_substring_regex(text["fee_code"], FEE_CODE)),
+               "fee_code must be letters and digits, at most 8"),
         *(pc.struct_field(numbers[name], "error") for name in NUMBERS),
     ]  # fmt: skip
     errors = pc.coalesce(*problems)
@@ -138,9 +160,13 @@ def checked(text: pa.Table, dataset: Dataset, may_see: Callable[[str], bool]) ->
             "action": text["fee_action"],
             "participant": text["fee_participant"],
             "symbol_type": text["symbol_type"],
+            "fee_code": text["fee_code"],
+            "display": text["display"],
+            "tape": text["tape"],
+            "tier": tier,
         }
     ).filter(reads)
-    return Fills(text, errors, engine)
+    return Fills(text, errors, tier, engine)
 
 
 def _by_value(
@@ -153,6 +179,21 @@ def _by_value(
     distinct = pc.unique(column).drop_null()
     results = pa.array([read(value) for value in distinct.to_pylist()], kind)
     return results.take(pc.index_in(column, value_set=distinct))
+
+
+def tiers_of(
+    given: Mapping[str, str], dataset: Dataset, may_see: Callable[[str], bool]
+) -> tuple[dict[str, str], list[str]]:
+    """A batch's tiers by venue name (`{"memx": "Liquidity Provision Tier 1"}`) as `checked`
+    takes them, by venue code; and the names that are no venue the caller may see."""
+    tiers, unknown = {}, []
+    for name, tier in given.items():
+        code = _visible(dataset, name, may_see)
+        if code is None:
+            unknown.append(name)
+        else:
+            tiers[code] = tier
+    return tiers, unknown
 
 
 def _visible(dataset: Dataset, name: str, may_see: Callable[[str], bool]) -> str | None:
@@ -168,7 +209,9 @@ def _asset_class(dataset: Dataset, code: str) -> str:
 
 def _missing(text: pa.Table) -> pa.Array:
     """`missing <fields>` for a fill that leaves required fields empty, else null."""
-    flags = [pc.is_null(text[name]).cast(pa.int8()) for name in REQUIRED]
+    flags = [pc.is_null(text[name]) for name in REQUIRED]
+    flags.append(pc.and_(*(pc.is_null(text[name]) for name in WHAT_IT_DID)))
+    flags = [flag.cast(pa.int8()) for flag in flags]
     mask = flags[0]
     for place, flag in enumerate(flags[1:], start=1):
         mask = pc.add(mask, pc.multiply(flag, 2**place))
@@ -176,7 +219,7 @@ def _missing(text: pa.Table) -> pa.Array:
 
 
 def _missing_message(mask: int) -> str | None:
-    names = [name for place, name in enumerate(REQUIRED) if mask >> place & 1]
+    names = [name for place, name in enumerate(MISSABLE) if mask >> place & 1]
     return f"missing {', '.join(names)}" if names else None
 
 
@@ -191,8 +234,9 @@ def _outside(values: pa.ChunkedArray, allowed: tuple[str, ...]) -> pa.Array:
     return pc.and_(pc.is_valid(values), pc.invert(pc.is_in(values, pa.array(allowed))))
 
 
-def _prefixed(prefix: str, values: pa.Array | pa.ChunkedArray) -> pa.Array:
-    return pc.binary_join_element_wise(prefix, values, "")
+def _joined(*parts: str | pa.Array | pa.ChunkedArray) -> pa.Array:
+    """Each fill's text of `parts` (null where a part is null)."""
+    return pc.binary_join_element_wise(*parts, "")
 
 
 NUMBER_READ: Final = pa.struct([("value", pa.decimal128(38, 8)), ("error", pa.string())])
@@ -224,9 +268,7 @@ def priced(fills: Fills, dataset: Dataset) -> pa.Table:
     engine = (
         dataset.price(fills.engine)
         if fills.engine.num_rows
-        else pa.Table.from_pylist(
-            [], schema=pa.schema([("fill", pa.int64()), ("lines", pa.int64())])
-        )
+        else pa.Table.from_pylist([], schema=pa.schema([("fill", pa.int64())]))
     )
     place = pc.index_in(pa.array(range(fills.count), pa.int64()), value_set=engine["fill"])
 
@@ -238,22 +280,39 @@ def priced(fills: Fills, dataset: Dataset) -> pa.Table:
             values = values.cast(STRING)  # correctly rounded (-0.0012 became -0.00120...01)
         return values.cast(kind)
 
-    lines = column("lines", pa.int64())
-    # No line: a column operation (every fill of a venue with none); several lines name their
-    # records, a few fills at most, one by one.
-    no_line = _where(pc.equal(lines, 0), _prefixed(NO_LINE, fills.text["trade_date"]))
-    several: list[str | None] = [None] * fills.count
-    candidates = column("candidates", pa.list_(STRING))
-    for at in pc.indices_nonzero(pc.fill_null(pc.greater(lines, 1), False)).to_pylist():
-        several[at] = _several(candidates[at].as_py())
     answers = {name: column(name, ANSWERS.field(name).type) for name in ANSWER_FIELDS[:-1]}
-    answers["error"] = pc.coalesce(fills.errors, no_line, pa.array(several, STRING))
+    answers["error"] = pc.coalesce(
+        fills.errors,
+        _unpriced(fills, column("lines", pa.int64()), column("tier_known", pa.bool_())),
+        _several(column("lines", pa.int64()), column("candidates", pa.list_(STRING))),
+    )
     return pa.table(answers, schema=ANSWERS)
 
 
-def _several(candidates: list[str]) -> str:
-    """A fill several lines would price: their records, so the caller can choose."""
-    return (
-        f"{len(candidates)} standard lines apply (record ids {', '.join(candidates)}): give "
-        "symbol_type or fee_participant to choose"
-    )
+def _unpriced(fills: Fills, lines: pa.Array, tier_known: pa.Array) -> pa.Array:
+    """Why a fill that reads has no line: its tier is none of its venue's that day, no line
+    carries its code, or its venue has no standard line for it (column operations: every fill
+    of a venue may have none)."""
+    day = fills.text["trade_date"]
+    code = fills.text["fee_code"]
+    return pc.coalesce(
+        _where(pc.invert(tier_known), _joined(
+            "no line of this venue is in tier \"", fills.tiers, "\" on ", day)),
+        _where(pc.and_(pc.equal(lines, 0), pc.is_valid(code)), _joined(
+            "no line of this venue with fee code ", code, " is in force for this fill on ", day)),
+        _where(pc.equal(lines, 0), _joined(
+            "no standard line of this venue for this fill is in force on ", day)),
+    )  # fmt: skip
+
+
+def _several(lines: pa.Array, candidates: pa.Array) -> pa.Array:
+    """A fill several lines would price: their records, so the caller can choose (a few fills
+    at most, one by one)."""
+    several: list[str | None] = [None] * len(lines)
+    for at in pc.indices_nonzero(pc.fill_null(pc.greater(lines, 1), False)).to_pylist():
+        records = candidates[at].as_py()
+        several[at] = (
+            f"{len(records)} lines apply (record ids {', '.join(records)}): give fee_code, "
+            "display, symbol_type, fee_participant or tape to choose"
+        )
+    return pa.array(several, STRING)
