@@ -36,8 +36,8 @@ from ingest.schema import CLOSED_VALUES, SCHEMA_VERSION, UNITS
 # of the input digest, so raising it makes the next ingest rebuild unchanged inputs. 2: the
 # rollups; 3: the record summary, the change list and the unit codes; 4: the class index and
 # the change list by class; 5: the confirmations (`confirmed_through`, `class_confirmed`), the
-# `standard` codes and `ended_by` in the record summary; 6: the `display` and `price_band` codes
-# and the serving copy's `priceable` table.
+# `standard` codes and `ended_by` in the record summary; 6: the `display`, `price_band`, `tier`
+# and `tapes` codes and the serving copy's `priceable` table.
 LAYOUT_VERSION: Final = 6
 
 # Where versions are published when neither `--data` nor FEES_DATA_DIR says.
@@ -63,9 +63,15 @@ COUNTED: Final = ("fee_type", "fee_category", "action", "participant")
 # is derived, not raw, but as closed: the comparisons find amounts of one unit by its code.
 CODED_VALUES: Final = CLOSED_VALUES | {"unit": UNITS}
 CODED: Final = tuple(CODED_VALUES)
+# Open columns coded by the values the version holds (each value's 1-based place in their sorted
+# list, 0: no value), as `exchange` and `version_id` are: a column -> the SQL of its value. A
+# record's tapes are coded as their text (`A C`; `` for every tape).
+HELD_VALUES: Final = {"tier": "tier", "tapes": "array_to_string(tapes, ' ')"}
 CODE_TYPES: Final[dict[str, type[np.integer[Any]]]] = {
     "exchange": np.uint8,
     **dict.fromkeys(CODED, np.uint8),
+    "tier": np.uint16,
+    "tapes": np.uint8,
     "effective_start": np.int32,
     "effective_end": np.int32,
     "confirmed_through": np.int32,

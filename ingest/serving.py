@@ -38,6 +38,7 @@ from ingest.layout import (
     CODED,
     CODED_VALUES,
     CODES_FILE,
+    HELD_VALUES,
     INDEX_DIR,
     LINE_FILES,
     LINE_TEXT,
@@ -72,7 +73,14 @@ SELECT
     CAST(effective_start - DATE '1970-01-01' AS INTEGER) AS effective_start,
     coalesce(CAST(effective_end - DATE '1970-01-01' AS INTEGER), {NO_END}) AS effective_end,
     CAST(confirmed_through - DATE '1970-01-01' AS INTEGER) AS confirmed_through,
-    CAST(list_position($versions, version_id) AS USMALLINT) AS version_id
+    CAST(list_position($versions, version_id) AS USMALLINT) AS version_id,
+    {
+    ", ".join(
+        f"CAST(coalesce(list_position(${name}, {value}), 0) AS "
+        f"{'USMALLINT' if CODE_TYPES[name] is np.uint16 else 'UTINYINT'}) AS {name}"
+        for name, value in HELD_VALUES.items()
+    )
+}
 FROM {RECORDS}
 """
 
@@ -149,7 +157,10 @@ FROM (
 ORDER BY exchange, fee_type, fee_code NULLS FIRST, action, effective_start
 """
 
-DISTINCT_VALUES: Final = f"SELECT list(DISTINCT {{column}} ORDER BY {{column}}) FROM {RECORDS}"
+DISTINCT_VALUES: Final = (
+    f"SELECT list(DISTINCT {{column}} ORDER BY {{column}}) FILTER ({{column}} IS NOT NULL) "
+    f"FROM {RECORDS}"
+)
 
 
 def attach(con: duckdb.DuckDBPyConnection, version: Path) -> None:
@@ -171,14 +182,16 @@ def _write_index(con: duckdb.DuckDBPyConnection, index: Path) -> None:
         "exchange": _distinct(con, "exchange"),
         "version_id": _distinct(con, "version_id"),
         **{name: list(CODED_VALUES[name]) for name in CODED},
+        **{name: _distinct(con, value) for name, value in HELD_VALUES.items()},
     }
-    if len(names["exchange"]) > np.iinfo(np.uint8).max:
-        raise ValueError("more venues than the index's 8-bit venue code holds")
+    for name in ("exchange", *HELD_VALUES):
+        if len(names[name]) > np.iinfo(CODE_TYPES[name]).max:
+            raise ValueError(f"more values of {name} than the index's code of it holds")
     index.mkdir()
     columns = con.execute(
         SELECT_CODES,
         {"venues": names["exchange"], "versions": names["version_id"]}
-        | {name: names[name] for name in CODED},
+        | {name: names[name] for name in (*CODED, *HELD_VALUES)},
     ).fetchnumpy()
     # What the class index and the change list read; the other arrays are let go once saved.
     read = {*CLASSED, *CLASSES_READ, *CHANGES_READ}

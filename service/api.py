@@ -90,6 +90,8 @@ CLASSIFICATION = (
     "FeeSymbolClassificationFilter", "FeeSymbolTypeFilter", "FeeTradeTypeFilter",
 )  # fmt: skip
 PROVENANCE = ("SourceKindFilter", "DateBasisFilter", "UncertainFilter", "StandardFilter")
+# What a fill must match to pay a line (schema 6): filters of the results, changes and compare.
+DIMENSIONS = ("DisplayFilter", "PriceBandFilter", "TapeFilter", "TierFilter")
 PAGE = ("PageSize", "PageNumber")
 ORDER = ("OrderBy", "OrderDir")
 INCLUDED = ("IncludeSource", "IncludeFootnotes", "IncludeDefinitions")
@@ -114,7 +116,8 @@ ENDPOINTS: Final = (
     Endpoint("/exchanges/{exchange_name}", exchanges.exchange_detail, "getExchange",
              ("ExchangeName", *DAY, *CONDITIONAL)),
     Endpoint("/fee-schedule-results/", results.list_results, "listFeeScheduleResults",
-             (*VENUES, "FeeTypeFilter", *LINE, *CLASSIFICATION, *PROVENANCE, "ResultsStartDate",
+             (*VENUES, "FeeTypeFilter", *LINE, *CLASSIFICATION, *PROVENANCE, *DIMENSIONS,
+              "ResultsStartDate",
               "ResultsEndDate", "LatestOnly", *DAY, *ORDER, *PAGE, *INCLUDED, "Format",
               *CONDITIONAL)),
     # `filters` and `versions/...` before `{record_id}`, which would otherwise match them.
@@ -128,12 +131,12 @@ ENDPOINTS: Final = (
     Endpoint("/fee-lines/{line_id}", history.fee_line, "getFeeLine",
              ("LineIdPath", *CONDITIONAL)),
     Endpoint("/fee-changes/", history.fee_changes, "listFeeChanges",
-             (*VENUES, "FeeTypeFilter", *LINE, "StandardFilter", "ChangeStartDate",
+             (*VENUES, "FeeTypeFilter", *LINE, "StandardFilter", *DIMENSIONS, "ChangeStartDate",
               "ChangeEndDate", "ChangeTypeFilter", "ChangeOrderDir", *PAGE, "Format",
               *CONDITIONAL)),
     Endpoint("/compare/", compare.compare, "compareVenues",
              ("CompareFeeType", "CompareAsOf", "CompareMaxAgeDays", "CompareUnit", *VENUES, *LINE,
-              *CLASSIFICATION, *PROVENANCE, "Format", *CONDITIONAL)),
+              *CLASSIFICATION, *PROVENANCE, *DIMENSIONS, "Format", *CONDITIONAL)),
     Endpoint("/fee-estimates", estimates.fee_estimates, "estimateFees", ("EstimateFormat",),
              method="POST"),
     Endpoint(OPENAPI_PATH, None, "getOpenApiDocument"),

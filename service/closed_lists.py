@@ -60,6 +60,7 @@ LISTS: Final[dict[str, Sequence[Any]]] = {
         CLOSED_VALUES["complete_scope"]
     ),
     SCHEMAS + "FeeScheduleResult/properties/tapes/items": TAPES,
+    PARAMETERS + "TapeFilter/schema/items": TAPES,
     PARAMETERS + "OrderBy/schema": tuple(queries.ORDER_COLUMNS),
     PARAMETERS + "OrderDir/schema": queries.ORDER_DIRECTIONS,
     PARAMETERS + "ChangeOrderDir/schema": queries.ORDER_DIRECTIONS,

@@ -18,7 +18,7 @@ import uvicorn
 
 from ingest import synth
 from ingest.pipeline import IngestResult, run_ingest
-from ingest.schema import RAW_COLUMNS
+from ingest.schema import CLOSED_VALUES, RAW_COLUMNS, TAPES
 from service.accounts import key_entry
 from service.api import ENDPOINTS, Endpoint
 from service.app import create_app, server_options
@@ -81,6 +81,11 @@ def read_fees(version_dir: Path) -> list[dict[str, object]]:
 # NYSE's standard rates, read in a complete standard-rates schedule of 2023-06-01 and before:
 # what the synthetic rows have none of (`indexed`, `tests/test_lives_http.py`).
 SCHEDULE = "https://example.test/nyse-standard-rates-2023"
+# Values each results filter's column may be asked for: its vocabulary, and for the open
+# columns the synthetic data's values and one it never holds.
+FILTER_VALUES = CLOSED_VALUES | {"tier": ("Tier 1", "Tier 3", "Tier 9"), "tapes": TAPES}
+
+
 STANDARD_ROWS = [
     fee_row(fee_name="Base add", standard="true", effective_start="2019-03-01"),
     fee_row(fee_name="Base add", standard="true", fee_amount="($0.0016)",

@@ -18,11 +18,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ingest.layout import COUNTED
-from ingest.schema import CLOSED_VALUES
 from service.dataset import queries
 from service.settings import Settings
 from service.vocabulary import DIMENSIONS
-from tests.conftest import Indexed, LiveServer, supplier_headers
+from tests.conftest import FILTER_VALUES, Indexed, LiveServer, supplier_headers
 
 EXAMPLES = settings(
     max_examples=300,
@@ -179,7 +178,7 @@ def test_results_counts_with_filters_are_those_of_plain_sql(
         values = {
             name: data.draw(
                 st.lists(
-                    st.sampled_from(CLOSED_VALUES[queries.RESULT_FILTERS[name]]),
+                    st.sampled_from(FILTER_VALUES[queries.RESULT_FILTERS[name]]),
                     min_size=1,
                     max_size=2,
                 )

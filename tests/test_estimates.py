@@ -221,3 +221,62 @@ def test_the_endpoint_and_the_command_agree_on_every_fill(
         assert (float(mine["fee"]) if mine["fee"] else None) == (
             float(theirs["fee"]) if theirs["fee"] else None
         )
+
+
+# ---- the same dimensions as filters, over the same version
+
+
+def labels(client: httpx.Client, path: str, field: str, **params: Any) -> list[str]:
+    answer = client.get(f"/api/v1{path}", params=params, headers=exchange_headers())
+    assert answer.status_code == 200, answer.text
+    return sorted(item[field] for item in answer.json()["data"])
+
+
+def results_labels(client: httpx.Client, **params: Any) -> list[str]:
+    return labels(client, "/fee-schedule-results/", "fee_charge_type", exchange_name="memx",
+                  page_size=100, **params)  # fmt: skip
+
+
+MEMX_EQUITY = sorted(row["fee_name"] for row in ROWS if row["exchange"] == "memx")
+
+
+def test_the_results_filter_by_display_price_band_tape_and_tier(client: httpx.Client) -> None:
+    assert results_labels(client) == MEMX_EQUITY
+    assert results_labels(client, display="non_displayed") == [
+        "Fee code H: Added non-displayed volume"
+    ]
+    assert results_labels(client, price_band=["below_1", "any"]) == [
+        "Fee code B, D or J: below $1.00", "Sub-dollar take",
+    ]  # fmt: skip
+    assert results_labels(client, tier="Liquidity Provision Tier 1") == [
+        "Fee code B1, D1 or J1: Added displayed volume, Liquidity Provision Tier 1"
+    ]
+    assert results_labels(client, tier="Tier 9") == []
+    # A line for every tape is a line for tape C too; code V's Tape B line is not.
+    assert results_labels(client, tape="C") == [
+        label for label in MEMX_EQUITY if label != "Fee code V: Tape B"
+    ]
+    [coded] = client.get(
+        "/api/v1/fee-schedule-results/", headers=exchange_headers(),
+        params={"exchange_name": "memx", "tier": "Liquidity Provision Tier 1"},
+    ).json()["data"]  # fmt: skip
+    assert {name: coded[name] for name in ("fee_codes", "display", "price_band", "tapes", "tier")} == {
+        "fee_codes": ["B1", "D1", "J1"], "display": "displayed", "price_band": None, "tapes": [],
+        "tier": "Liquidity Provision Tier 1",
+    }  # fmt: skip
+
+
+def test_changes_and_comparisons_filter_by_the_same_dimensions(client: httpx.Client) -> None:
+    changes = labels(client, "/fee-changes/", "label", exchange_name="memx",
+                     tier="Liquidity Provision Tier 1")  # fmt: skip
+    assert changes == [
+        "Fee code B1, D1 or J1: Added displayed volume, Liquidity Provision Tier 1"
+    ]
+    compared = client.get(
+        "/api/v1/compare/", headers=exchange_headers(),
+        params={"fee_type": "equity", "as_of": "2024-03-01", "exchange_name": "memx",
+                "fee_action": "make", "display": "non_displayed"},
+    ).json()["data"]  # fmt: skip
+    assert [(item["lines"], item["lowest"]["label"]) for item in compared] == [
+        (1, "Fee code H: Added non-displayed volume")
+    ]

@@ -95,11 +95,17 @@ PATH_VALUES = {"supplier_name": "nasdaq", "exchange_name": "nasdaq", "version_id
 REQUIRED = {"/compare/": {"fee_type": "equity"}}  # what an endpoint needs to read the rest
 
 
+# Parameters every value of which is a question with an answer: a tier's name that no record
+# holds finds none (`test_results.py` holds the filter to the records it keeps).
+OPEN = frozenset({"tier"})
+
+
 def declared_cases() -> Iterator[tuple[str, str, str]]:
     for endpoint in ENDPOINTS:
         if endpoint.handler is not None and endpoint.prefixed:
             for name in endpoint.query:
-                yield endpoint.method, endpoint.path.format(**PATH_VALUES), name
+                if name not in OPEN:
+                    yield endpoint.method, endpoint.path.format(**PATH_VALUES), name
 
 
 @pytest.mark.parametrize(

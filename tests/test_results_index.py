@@ -14,13 +14,12 @@ from pathlib import Path
 
 import pytest
 
-from ingest.schema import CLOSED_VALUES
 from service.dataset import pager, queries
 from service.dataset.index import Array, ResultsIndex
 from service.dataset.order import ResultsOrder
 from service.dataset.version import Dataset
 from tests import reference_sql
-from tests.conftest import Indexed
+from tests.conftest import FILTER_VALUES, Indexed
 
 REPO = Path(__file__).resolve().parent.parent
 REQUESTS = 400
@@ -47,8 +46,8 @@ def random_selection(rng: random.Random, indexed: Indexed) -> queries.Selection:
         venues = rng.sample([*indexed.venues, "no_such_venue"], rng.randrange(0, 4))
     values = {}
     for name, column in queries.RESULT_FILTERS.items():
-        if column != "exchange" and rng.random() < 0.2:
-            values[name] = rng.sample(CLOSED_VALUES[column], rng.randrange(1, 3))
+        if column != "exchange" and rng.random() < 0.15:
+            values[name] = rng.sample(FILTER_VALUES[column], rng.randrange(1, 3))
     start, end = sorted([maybe_day() or date.min, maybe_day() or date.max])
     version_id = None
     if rng.random() < 0.15:

@@ -24,7 +24,7 @@ import pyarrow.compute as pc
 
 from ingest.layout import CODE_TYPES, CODED, CODES_FILE, NO_END, NO_RECORD
 from ingest.schema import FLAGS
-from service.dataset.queries import RESULT_FILTERS, Selection
+from service.dataset.queries import LIST_FILTERS, RESULT_FILTERS, Selection
 
 EPOCH: Final = date(1970, 1, 1)
 Array = npt.NDArray[Any]
@@ -238,6 +238,8 @@ class ResultsIndex:
         for name, values in lists.items():
             column = RESULT_FILTERS[name]
             codes = self._codes[column]
+            if name in LIST_FILTERS:  # coded as its values' text: the lists holding one, or none
+                values = [text for text in codes if not text or set(text.split()) & set(values)]
             known = [codes[value] for value in values if value in codes]
             if not known:
                 return None

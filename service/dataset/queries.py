@@ -52,7 +52,14 @@ RESULT_FILTERS: Final = {
     "date_basis": "date_basis",
     "uncertain": "uncertain",
     "standard": "standard",
+    "display": "display",
+    "price_band": "price_band",
+    "tier": "tier",
+    "tape": "tapes",
 }
+# The filters on a list column: a record matches when its list holds a wanted value, or is empty
+# (for `tapes`: the record is for every tape, so for the one asked about too).
+LIST_FILTERS: Final = {"tape": "(len(tapes) = 0 OR list_has_any(tapes, [{members}]))"}
 
 # Sort keys clients may choose, mapped to columns (never taken from the request as text).
 # `created_on` and `scraped_time` are the compatible service's keys (its SDK sends `created_on`
@@ -102,7 +109,8 @@ class Selection:
             names = [f"{name}_{number}" for number in range(len(values))]
             parameters |= dict(zip(names, values, strict=True))
             members = ", ".join(f"${bound}" for bound in names)
-            clauses.append(f"{column} IN ({members})" if values else "false")
+            condition = LIST_FILTERS.get(name, f"{column} IN ({{members}})")
+            clauses.append(condition.format(members=members) if values else "false")
         for name, condition in (
             ("end_date", "effective_start <= $end_date"),
             ("start_date", "(effective_end IS NULL OR effective_end >= $start_date)"),

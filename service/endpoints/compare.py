@@ -17,7 +17,7 @@ import pyarrow.compute as pc
 from starlette.requests import Request
 from starlette.responses import Response
 
-from ingest.schema import CLASSIFYING, PROVENANCE_COLUMNS
+from ingest.schema import CLASSIFYING, DIMENSION_COLUMNS, PROVENANCE_COLUMNS
 from service.dataset import queries
 from service.dataset.classes import Spread
 from service.dataset.version import Dataset
@@ -29,10 +29,12 @@ from service.endpoints.params import exchange_request
 # The line filters (repeatable, as on the results) besides `fee_type`, which is one value: it
 # decides the unit compared unless `unit` does. The provenance filters too, so a comparison can
 # keep to figures read in a primary source, with stated dates, or not in doubt: a line with no
-# known end counts as in force on any later day, and may lead a comparison only for that.
+# known end counts as in force on any later day, and may lead a comparison only for that. And
+# what a fill must match (display, price band, tape, tier), so a comparison can be of them.
 LINE_FILTERS: Final = tuple(
     name for name, column in queries.RESULT_FILTERS.items()
-    if column in (*CLASSIFYING, *PROVENANCE_COLUMNS, "standard") and column != "fee_type"
+    if column in (*CLASSIFYING, *PROVENANCE_COLUMNS, "standard", *DIMENSION_COLUMNS)
+    and column != "fee_type"
 )  # fmt: skip
 DEFAULT_CATEGORY: Final = "fees_and_rebates"
 DEFAULT_UNIT: Final = {"equity": "per_share", "option": "per_contract"}

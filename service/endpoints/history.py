@@ -16,7 +16,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from ingest.layout import CHANGE_TYPES, CLASSED
-from ingest.schema import CLASSIFYING
+from ingest.schema import CLASSIFYING, DIMENSION_COLUMNS
 from service.dataset import queries
 from service.dataset.index import Array
 from service.dataset.version import Dataset
@@ -61,11 +61,11 @@ RECORD_FIELDS: Final = {
     "source_link": "source_url",
 }
 
-# The filters of the change list: the venue, the line's classifying columns it codes, and
-# whether the record the change leads to is a standard rate.
+# The filters of the change list: the venue, the line's classifying columns it codes, whether
+# the record the change leads to is a standard rate, and its display, price band, tapes, tier.
 CHANGE_FILTERS: Final = tuple(
     name for name, column in queries.RESULT_FILTERS.items()
-    if column in ("exchange", "standard") or column in CLASSED
+    if column in ("exchange", "standard", *DIMENSION_COLUMNS) or column in CLASSED
 )  # fmt: skip
 CHANGE_NAMES: Final = pa.array(CHANGE_TYPES)
 SIDES: Final = ("before", "after")
