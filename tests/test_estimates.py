@@ -260,7 +260,8 @@ def test_the_results_filter_by_display_price_band_tape_and_tier(client: httpx.Cl
         "/api/v1/fee-schedule-results/", headers=exchange_headers(),
         params={"exchange_name": "memx", "tier": "Liquidity Provision Tier 1"},
     ).json()["data"]  # fmt: skip
-    assert {name: coded[name] for name in ("fee_codes", "display", "price_band", "tapes", "tier")} == {
+    dimensions = ("fee_codes", "display", "price_band", "tapes", "tier")
+    assert {name: coded[name] for name in dimensions} == {
         "fee_codes": ["B1", "D1", "J1"], "display": "displayed", "price_band": None, "tapes": [],
         "tier": "Liquidity Provision Tier 1",
     }  # fmt: skip
