@@ -16,7 +16,7 @@ export FEES_DATA_DIR ?= $(DATA)
 export FEES_ACCOUNTS_FILE ?= data/demo-accounts.json
 
 .DEFAULT_GOAL := help
-.PHONY: help setup run serve test lint fuzz soak cluster-soak ingest sql price synth embedded lines coverage openapi bench \
+.PHONY: help setup run serve test lint fuzz soak cluster-soak ingest sql price synth embedded lines coverage openapi bench bench-pricing \
 	bench-ingest \
 	bench-workers screenshots clean
 
@@ -77,8 +77,12 @@ soak: setup ## SOAK_SECONDS of load on every endpoint while a version is publish
 cluster-soak: setup ## SOAK_SECONDS through HAProxy to 3 replicas, Redis and S3, with a kill and restarts
 	$(PY) -m tools.cluster --seconds $(SOAK_SECONDS)
 
-bench: setup ## HTTP benchmarks (wrk) at 100k, 1M and 10M records
+bench: setup ## HTTP benchmarks (wrk) at 100k, 1M and 10M records, then pricing at 10M
 	$(PY) -m tools.bench
+	$(PY) -m tools.bench_pricing
+
+bench-pricing: setup ## Pricing alone: fee-estimates of 1k and 100k fills, fees price on 1M
+	$(PY) -m tools.bench_pricing
 
 bench-workers: setup ## Discovery throughput (wrk) with 1 and 2 server processes, 3 runs each
 	$(PY) -m tools.bench_workers

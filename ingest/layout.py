@@ -37,8 +37,8 @@ from ingest.schema import CLOSED_VALUES, SCHEMA_VERSION, UNITS
 # rollups; 3: the record summary, the change list and the unit codes; 4: the class index and
 # the change list by class; 5: the confirmations (`confirmed_through`, `class_confirmed`), the
 # `standard` codes and `ended_by` in the record summary; 6: the `display`, `price_band`, `tier`
-# and `tapes` codes and the serving copy's `priceable` table.
-LAYOUT_VERSION: Final = 6
+# and `tapes` codes (and a `priceable` table in the serving copy); 7: the price keys in its place.
+LAYOUT_VERSION: Final = 7
 
 # Where versions are published when neither `--data` nor FEES_DATA_DIR says.
 DEFAULT_DATA_DIR: Final = Path("data/warehouse")
@@ -77,6 +77,15 @@ CODE_TYPES: Final[dict[str, type[np.integer[Any]]]] = {
     "confirmed_through": np.int32,
     "version_id": np.uint16,
 }
+# The price keys (`ingest.price_keys`, read by `service.dataset.pricing`): the keys a fill looks
+# its candidate lines up by, sorted, as UTF-8 bytes, and the record position of each. A key is
+# its kind, venue, fee type and value joined by `PRICE_KEY_SEPARATOR`: `C` and a fee code the
+# record carries, `A` and the action of a standard or tier record, `T` and a tier record's tier.
+# Only the records a fill may pay are keyed: fees and rebates with an amount in `PRICED_UNITS`.
+PRICE_KEYS_FILE: Final = "price_keys.npy"
+PRICE_POSITIONS_FILE: Final = "price_positions.npy"
+PRICE_KEY_SEPARATOR: Final = "\x1f"
+PRICED_UNITS: Final = ("per_share", "per_contract", "percent_of_value")
 # The line index: `line_order`, every position in line order (line id, then effective start);
 # `lines_hi` and `lines_lo`, each line's id (the UUID's number, high and low 64 bits) in that
 # order; `line_bounds`, where each line's run begins in `line_order` (and, last, its length).

@@ -5,15 +5,13 @@ ingest writes beside them, because finding 20 rows in Parquet means decoding who
 (10M records: 0.5 s for an unfiltered first page):
 
     serving.duckdb   table `rows`: every record in the files' order (venue, fee type,
-                     effective start, record id); a record's rowid is its position; table
-                     `priceable`: the lines a fill may pay, by code and by action
-                     (`CREATE_PRICEABLE`)
+                     effective start, record id); a record's rowid is its position
     index/*.npy      one array per filter and sort column, a value per position: small integer
                      codes (vocabulary columns), days since 1970 (dates), ranks (record id,
                      amount); `codes.json` names what each code stands for; the line
                      index, each fee line's positions in effective order (`LINE_FILES`);
-                     the class index (`ingest.classes`); and the change list of the lines
-                     (`ingest.changes`)
+                     the class index (`ingest.classes`); the change list of the lines
+                     (`ingest.changes`); and the price keys (`ingest.price_keys`)
     index/records.arrow  the record summary: the printed fields the history answers read,
                      by position (`SUMMARY_COLUMNS`)
 
@@ -51,6 +49,7 @@ from ingest.layout import (
     class_numbers,
     sql_string,
 )
+from ingest.price_keys import write_price_keys
 
 # The sorted records live in the serving file from the start: `ingest.write` creates this
 # table and writes the Parquet files from it, so the rows are materialized once, not twice
@@ -131,32 +130,6 @@ FROM {RECORDS}
 """
 SUMMARY_BATCH: Final = 122_880  # rows per record batch: DuckDB's row group
 
-# The lines a fill may pay (`service.dataset.pricing`, `docs/pricing.md`): the records of fees
-# and rebates with an amount that carry a fee code, are a tier or are a standard rate. One row
-# per fee code, and one without a code for a standard or tier record (a fill naming its action
-# and no code pays one of those), so a fill finds its candidates by equality: its venue, fee
-# type and code, or its venue, fee type and action. Held in the serving file rather than built
-# by the service: 10M synthetic records give about 2M rows, which in the server's memory would
-# cost more than the rest of a version.
-PRICEABLE: Final = "serving.priceable"
-CREATE_PRICEABLE: Final = f"""
-CREATE TABLE {PRICEABLE} AS
-SELECT exchange, fee_type, fee_code, action, participant, symbol_type, display, price_band,
-    tapes, tier, standard, unit, effective_start, effective_end, position
-FROM (
-    SELECT
-        *,
-        rowid AS position,
-        unnest(CASE WHEN standard OR tier IS NOT NULL THEN list_append(fee_codes, NULL)
-            ELSE fee_codes END) AS fee_code
-    FROM {RECORDS}
-    WHERE fee_category = 'fees_and_rebates'
-        AND amount IS NOT NULL
-        AND (standard OR tier IS NOT NULL OR len(fee_codes) > 0)
-)
-ORDER BY exchange, fee_type, fee_code NULLS FIRST, action, effective_start
-"""
-
 DISTINCT_VALUES: Final = (
     f"SELECT list(DISTINCT {{column}} ORDER BY {{column}}) FILTER ({{column}} IS NOT NULL) "
     f"FROM {RECORDS}"
@@ -171,7 +144,6 @@ def attach(con: duckdb.DuckDBPyConnection, version: Path) -> None:
 def write_index(con: duckdb.DuckDBPyConnection, version: Path) -> None:
     """Write `index/` for the records in `RECORDS`, then close the serving file."""
     try:
-        con.execute(CREATE_PRICEABLE)
         _write_index(con, version / INDEX_DIR)
     finally:
         con.execute(DETACH)
@@ -209,6 +181,7 @@ def _write_index(con: duckdb.DuckDBPyConnection, index: Path) -> None:
     write_changes(con, RECORDS, index, arrays, classes, _write_lines(con, index))
     del arrays, classes
     _write_summary(con, index / SUMMARY_FILE)
+    write_price_keys(con, RECORDS, index)
     (index / CODES_FILE).write_text(json.dumps(names, indent=1) + "\n", encoding="utf-8")
 
 

@@ -23,6 +23,8 @@ from ingest.layout import (
     CODES_FILE,
     INDEX_DIR,
     LINE_FILES,
+    PRICE_KEYS_FILE,
+    PRICE_POSITIONS_FILE,
     SUMMARY_FILE,
 )
 from ingest.pipeline import IngestResult
@@ -328,6 +330,8 @@ def test_both_prefixes_and_spellings_answer_the_same_changes(client: httpx.Clien
 def test_the_index_holds_every_file_the_layout_names(fixture_version: IngestResult) -> None:
     """The layout is the contract: the ingest writes what it names, and nothing else."""
     arrays = [*CODE_TYPES, "record_rank", "amount_rank", *LINE_FILES, *CLASS_FILES, *CHANGE_FILES]
-    expected = {f"{name}.npy" for name in arrays} | {CODES_FILE, SUMMARY_FILE}
+    expected = {f"{name}.npy" for name in arrays} | {
+        CODES_FILE, SUMMARY_FILE, PRICE_KEYS_FILE, PRICE_POSITIONS_FILE
+    }
     index = fixture_version.version_dir / INDEX_DIR
     assert {path.name for path in index.iterdir()} == expected

@@ -9,7 +9,7 @@ import re
 from pathlib import Path
 from types import ModuleType
 
-from ingest import changes, conflicts, lives, rollups, rules, serving, stage, write
+from ingest import changes, conflicts, lives, price_keys, rollups, rules, serving, stage, write
 
 SNAPSHOT = Path(__file__).parent / "snapshots" / "ingest-sql.txt"
 SQL = re.compile(r"\b(SELECT|CREATE|INSERT|COPY|ATTACH|DELETE|CASE|UPDATE)\b")
@@ -42,7 +42,7 @@ def rendered() -> str:
     """Each statement once, under its first holder: its module by the order of the pipeline,
     then a constant of its own before an entry of a table."""
     parts, seen = [], set()
-    for module in (rules, stage, write, lives, conflicts, serving, changes, rollups):
+    for module in (rules, stage, write, lives, conflicts, serving, price_keys, changes, rollups):
         for name, text in sorted(
             statements(module).items(), key=lambda item: ("[" in item[0], item[0])
         ):

@@ -9,7 +9,7 @@ import random
 import subprocess
 import sys
 from datetime import date, timedelta
-from decimal import Decimal
+from decimal import ROUND_HALF_UP, Decimal
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -348,7 +348,8 @@ def looked_up(version: Path, given: dict[str, Any]) -> tuple[str | None, float |
     value = Decimal(given["quantity"]) * (
         Decimal(given["price"]) / 100 if unit == "percent_of_value" else 1
     )
-    return str(record_id), float(round(value * amount, 8))
+    fee = (value * amount).quantize(Decimal("1e-8"), rounding=ROUND_HALF_UP)  # half away from 0
+    return str(record_id), float(fee)
 
 
 CODED = """

@@ -90,7 +90,8 @@ class ResultsIndex:
             for column, values in names.items()
         }
         self._arrays: dict[str, Array] = {
-            name: np.load(directory / f"{name}.npy", mmap_mode="r")
+            # Plain views of the mapped files: a `np.memmap`'s indexing costs more per call.
+            name: np.asarray(np.load(directory / f"{name}.npy", mmap_mode="r"))
             for name in (*CODE_TYPES, "record_rank", "amount_rank")
         }
         self.size = len(self._arrays["exchange"])
@@ -151,20 +152,22 @@ class ResultsIndex:
         """The value a coded column's code stands for."""
         return self._names[column][code - 1]
 
-    def decoded(self, positions: Array) -> dict[str, pa.Array]:
-        """The venue, the coded columns, the period and the confirmation of the records at
-        `positions` (nulls for `NO_RECORD`), as Arrow arrays under their dataset names: each
-        code's value (the flags as booleans), the dates as dates (`effective_end` null while
-        open)."""
+    def decoded(
+        self, positions: Array, coded: tuple[str, ...] = ("exchange", *CODED)
+    ) -> dict[str, pa.Array]:
+        """The `coded` columns (by default the venue and the closed ones; any of the index's,
+        `HELD_VALUES` too), the period and the confirmation of the records at `positions`
+        (nulls for `NO_RECORD`), as Arrow arrays under their dataset names: each code's value
+        (the flags as booleans), the dates as dates (`effective_end` null while open)."""
         missing = positions == NO_RECORD
         at = np.where(missing, 0, positions)
         columns = {
             column: self._values_of[column].take(
                 pa.array(np.asarray(self._arrays[column][at]), mask=missing)
             )
-            for column in ("exchange", *CODED)
+            for column in coded
         }
-        for flag in FLAGS:
+        for flag in set(FLAGS) & set(coded):
             columns[flag] = pc.equal(columns[flag], "true")
         starts = np.asarray(self._arrays["effective_start"][at])
         ends = np.asarray(self._arrays["effective_end"][at])

@@ -15,7 +15,7 @@ from typing import Final
 import numpy as np
 import pyarrow as pa
 
-from ingest.layout import NO_RECORD, SUMMARY_FILE
+from ingest.layout import CODED, NO_RECORD, SUMMARY_FILE
 from service.dataset.index import Array, ResultsIndex
 
 # The most records a batch of the summary gives as one-row slices rather than by one take.
@@ -39,25 +39,37 @@ class Records:
         starts = np.cumsum([0, *(len(part) for part in parts)]).tolist()
         return [every.slice(start, stop - start) for start, stop in itertools.pairwise(starts)]
 
-    def table(self, positions: Array) -> pa.Table:
+    def table(
+        self,
+        positions: Array,
+        coded: tuple[str, ...] = ("exchange", *CODED),
+        summary: tuple[str, ...] | None = None,
+    ) -> pa.Table:
         """The records at `positions`, in their order (a row of nulls for `NO_RECORD`): the
-        summary's columns, then the coded ones."""
+        summary's columns (those of `summary` when given: fewer columns, fewer copies), then
+        the `coded` ones (`ResultsIndex.decoded`)."""
         positions = np.asarray(positions, dtype=np.int64)
         present = positions != NO_RECORD
         wanted = np.unique(positions[present])
         # Where each batch's positions begin among the wanted (sorted): one slice per batch.
         cuts = np.searchsorted(wanted, self._starts).tolist()
         taken: list[pa.RecordBatch] = []
-        for batch, start, begin, end in zip(
+        schema = self._schema if summary is None else pa.schema(
+            [self._schema.field(name) for name in summary]
+        )
+        for whole, start, begin, end in zip(
             self._batches, self._starts.tolist(), cuts, cuts[1:], strict=False
         ):
+            if begin == end:
+                continue
+            batch = whole if summary is None else whole.select(list(summary))
             if end - begin > FEW:
                 taken.append(batch.take(pa.array(wanted[begin:end] - start)))
             else:  # a take costs 90 µs a batch; a one-row slice, 1 µs
                 taken.extend(batch.slice(at - start, 1) for at in wanted[begin:end].tolist())
-        wanted_rows = pa.Table.from_batches(taken, schema=self._schema).combine_chunks()
+        wanted_rows = pa.Table.from_batches(taken, schema=schema).combine_chunks()
         place = pa.array(np.searchsorted(wanted, positions), mask=~present)
-        summary = wanted_rows.take(place)
-        for name, values in self._index.decoded(positions).items():
-            summary = summary.append_column(name, values)
-        return summary
+        records = wanted_rows.take(place)
+        for name, values in self._index.decoded(positions, coded).items():
+            records = records.append_column(name, values)
+        return records

@@ -89,6 +89,7 @@ class Dataset:
         self.summary = Records(self.version_dir / INDEX_DIR, index)
         self.changes = ChangeList(self.version_dir / INDEX_DIR, index)
         self.classes = ClassIndex(self.version_dir / INDEX_DIR, index)
+        self._pricing = pricing.Pricing(self.version_dir / INDEX_DIR, index, self.summary)
         if self.summary.columns != list(layout.SUMMARY_COLUMNS):
             raise DamagedVersion(f"{self.version_dir.name}: the record summary's columns differ")
         [(rows,)] = self.db.query(queries.COUNT_SERVING)
@@ -215,7 +216,7 @@ class Dataset:
 
     def price(self, fills: pa.Table) -> pa.Table:
         """What each fill (`pricing.FILLS_SCHEMA`) pays: its line and fee, or why it has none."""
-        return pricing.price(self.db, fills)
+        return self._pricing.price(fills)
 
     def changes_page(
         self, chosen: ChangeFilter | None, descending: bool, offset: int, size: int
