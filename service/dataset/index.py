@@ -148,6 +148,17 @@ class ResultsIndex:
         """The code of a coded column's value (None: no record holds it)."""
         return self._codes[column].get(value)
 
+    def values(self, column: str) -> list[str]:
+        """The values a coded column's records hold, in code order (the first is code 1)."""
+        return self._names[column]
+
+    def codes_of(self, column: str, values: pa.Array | pa.ChunkedArray) -> Array:
+        """Each value as the column's code: -1 for a null, -2 for a value no record holds."""
+        # The values by code (null at 0): a value's place among them is its code.
+        found = pc.index_in(values, value_set=self._values_of[column])
+        codes = np.asarray(pc.fill_null(found, -2).to_numpy(zero_copy_only=False), np.int64)
+        return np.where(pc.is_null(values).to_numpy(zero_copy_only=False), -1, codes)
+
     def value(self, column: str, code: int) -> str:
         """The value a coded column's code stands for."""
         return self._names[column][code - 1]

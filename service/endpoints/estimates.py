@@ -11,13 +11,13 @@ priced (an unknown venue, a bad number, no line in force) is that fill's `error`
 
 import csv
 import io
-from collections import defaultdict
 from collections.abc import Callable
 from decimal import Decimal
 from typing import Any, Final
 
 import orjson
 import pyarrow as pa
+import pyarrow.compute as pc
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response
@@ -29,6 +29,8 @@ from service.endpoints.params import exchange_request
 from service.errors import PayloadTooLarge, UnsupportedMedia, ValidationError
 
 MAX_FILLS: Final = 100_000
+# A fee as summed: exact to its 8 places, with room for the sum of a batch.
+EXACT: Final = pa.decimal128(38, 8)
 # 100,000 fills of JSON with every field take about 20 MB.
 MAX_BODY_BYTES: Final = 32 * 2**20
 MEDIA_TYPES: Final = ("application/json", "text/csv")
@@ -36,6 +38,10 @@ FORMATS: Final = ("json", "csv")
 # The fields of a JSON body: the fills, and the tier of each venue that fills without a tier of
 # their own are priced in.
 BODY_FIELDS: Final = ("fills", "tiers")
+# A fill's field names, and the types of the values it may give (JSON's strings, numbers and
+# null; not a boolean, which JSON parsers give as `bool`, a subclass of `int`).
+FIELD_NAMES: Final = frozenset(fills.FIELDS)
+SCALARS: Final = frozenset({str, int, float, type(None)})
 # The most problems a 422 lists: the first ones are what a caller needs to mend the body.
 MAX_PROBLEMS: Final = 10
 
@@ -123,8 +129,11 @@ def _fill_problems(place: str, fill: Any) -> list[dict[str, Any]]:
     value other than a string, a number or null."""
     if not isinstance(fill, dict):
         return [_problem(place, "must be an object")]
-    unknown = [name for name in fill if name not in fills.FIELDS]
-    wrong = [name for name, value in fill.items() if not _scalar(value)]
+    # The common case in two set operations (100,000 fills: a test per value cost 0.5 s).
+    if fill.keys() <= FIELD_NAMES and set(map(type, fill.values())) <= SCALARS:
+        return []
+    unknown = [name for name in fill if name not in FIELD_NAMES]
+    wrong = [name for name, value in fill.items() if type(value) not in SCALARS]
     return [_problem(f"{place}.{name}", "unknown field") for name in unknown] + [
         _problem(f"{place}.{name}", "must be a string or a number") for name in wrong
     ]
@@ -135,10 +144,6 @@ def _problem(field: str, message: str, allowed: list[str] | None = None) -> dict
     if allowed is not None:
         problem["allowed"] = allowed
     return problem
-
-
-def _scalar(value: Any) -> bool:
-    return value is None or (isinstance(value, str | int | float) and not isinstance(value, bool))
 
 
 def _json_fills(
@@ -195,28 +200,37 @@ def _csv_fills(body: bytes, problems: list[dict[str, Any]]) -> list[dict[str, An
 
 def _meta(checked: fills.Fills, answers: pa.Table, dataset: Dataset) -> dict[str, Any]:
     """How many fills were priced and refused, and the fees per venue and per trade date
-    (summed as decimals: each fee has at most 8 places)."""
-    by_venue: dict[str, list[Decimal]] = defaultdict(list)
-    by_day: dict[str, list[Decimal]] = defaultdict(list)
+    (summed as decimals: each fee has at most 8 places, and a double's decimal of 8 places is
+    that fee)."""
     engine = checked.engine
-    fees = answers["fee"].take(engine["fill"]).to_pylist()
-    venues, days = engine["exchange"].to_pylist(), engine["trade_date"].to_pylist()
-    for fee, venue, day in zip(fees, venues, days, strict=True):
-        if fee is not None:
-            by_venue[venue].append(Decimal(str(fee)))
-            by_day[day.isoformat()].append(Decimal(str(fee)))
-    priced = sum(len(values) for values in by_venue.values())
+    fees = answers["fee"].take(engine["fill"])
+    priced = pa.table(
+        {
+            "exchange_name": engine["exchange"],
+            "trade_date": pc.strftime(engine["trade_date"], "%Y-%m-%d"),
+            "fee": fees.cast(EXACT),
+        }
+    ).filter(pc.is_valid(fees))
     return {
         "fills": checked.count,
-        "priced": priced,
-        "refused": checked.count - priced,
-        "total_fee": float(sum((sum(values) for values in by_venue.values()), Decimal(0))),
-        "by_exchange": [_total("exchange_name", code, by_venue[code]) for code in sorted(by_venue)],
-        "by_trade_date": [_total("trade_date", day, by_day[day]) for day in sorted(by_day)],
+        "priced": priced.num_rows,
+        "refused": checked.count - priced.num_rows,
+        "total_fee": _float(pc.sum(priced["fee"]).as_py()),
+        "by_exchange": _totals(priced, "exchange_name"),
+        "by_trade_date": _totals(priced, "trade_date"),
         "version_id": dataset.version_id,
         "record_count": checked.count,
     }
 
 
-def _total(key: str, value: str, fees: list[Decimal]) -> dict[str, Any]:
-    return {key: value, "fills": len(fees), "fee": float(sum(fees, Decimal(0)))}
+def _totals(priced: pa.Table, key: str) -> list[dict[str, Any]]:
+    """Per value of `key`, in order: the priced fills and their fees' sum."""
+    groups = priced.group_by(key).aggregate([("fee", "count"), ("fee", "sum")]).sort_by(key)
+    return [
+        {key: row[key], "fills": row["fee_count"], "fee": _float(row["fee_sum"])}
+        for row in groups.to_pylist()
+    ]
+
+
+def _float(total: Decimal | None) -> float:
+    return float(total or 0)
