@@ -160,8 +160,13 @@ def main(argv: list[str] | None = None) -> int:
     ACCESS_LOG.parent.mkdir(exist_ok=True)
     lines = [
         f"Machine: {machine()}. {args.rows:,} synthetic records; fills drawn from their coded "
-        "lines (`tools/bench_pricing.py`). The server as `make run` starts it (one worker, "
-        "access lines on); the command as an analyst runs it.",
+        "lines (`tools/bench_pricing.py`). The server is `python -m service serve` as `make run` "
+        "serves (one worker, the default log level: an access line per request, to "
+        "`.bench/access.log`); unlike it, over the synthetic version, with "
+        "`FEES_ACCOUNTS_FILE=data/demo-accounts.json` and no `FEES_DOCS_KEY`. Server time is "
+        "the `Server-Timing` header, one client calling in turn. The command is `python -m "
+        "service price FILLS.csv --out FILE --data DIR`, as an analyst runs it. The machine "
+        "is shared: compare figures of one run, not across runs.",
         "",
         "| case | measured | target | |",
         "|---|---:|---:|---|",
