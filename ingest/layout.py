@@ -80,8 +80,9 @@ CODE_TYPES: Final[dict[str, type[np.integer[Any]]]] = {
 # The price keys (`ingest.price_keys`, read by `service.dataset.pricing`): the keys a fill looks
 # its candidate lines up by, sorted, as UTF-8 bytes, and the record position of each. A key is
 # its kind, venue, fee type and value joined by `PRICE_KEY_SEPARATOR`: `C` and a fee code the
-# record carries, `A` and the action of a standard or tier record, `T` and a tier record's tier.
-# Only the records a fill may pay are keyed: fees and rebates with an amount in `PRICED_UNITS`.
+# record carries (every record with codes), `A` and the action of a standard or tier record,
+# `T` and a tier record's tier (only the records a fill may pay: fees and rebates with an
+# amount in `PRICED_UNITS`).
 PRICE_KEYS_FILE: Final = "price_keys.npy"
 PRICE_POSITIONS_FILE: Final = "price_positions.npy"
 PRICE_KEY_SEPARATOR: Final = "\x1f"

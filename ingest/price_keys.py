@@ -26,16 +26,19 @@ UNITS: Final = ", ".join(sql_string(unit) for unit in PRICED_UNITS)
 SEPARATOR: Final = sql_string(PRICE_KEY_SEPARATOR)
 
 # Every key of `{records}` with its position, in key order (DuckDB orders text by its bytes, as
-# NumPy orders the keys' bytes).
+# NumPy orders the keys' bytes). Every record with a fee code is keyed by it (the results'
+# `fee_code` filter finds them so); only the records a fill may pay by their action and tier.
 PRICE_KEYS: Final = f"""
 WITH priced AS (
-    SELECT rowid AS position, exchange, fee_type, action, tier, standard, fee_codes
+    SELECT rowid AS position, exchange, fee_type, action, tier, standard
     FROM {{records}}
     WHERE fee_category = 'fees_and_rebates' AND amount IS NOT NULL AND unit IN ({UNITS})
 )
 SELECT concat_ws({SEPARATOR}, kind, exchange, fee_type, value) AS key, position
 FROM (
-    SELECT 'C' AS kind, exchange, fee_type, unnest(fee_codes) AS value, position FROM priced
+    SELECT 'C' AS kind, exchange, fee_type, unnest(fee_codes) AS value, rowid AS position
+    FROM {{records}}
+    WHERE len(fee_codes) > 0
     UNION ALL
     SELECT 'A', exchange, fee_type, action, position FROM priced
     WHERE standard OR tier IS NOT NULL

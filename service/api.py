@@ -91,7 +91,7 @@ CLASSIFICATION = (
 )  # fmt: skip
 PROVENANCE = ("SourceKindFilter", "DateBasisFilter", "UncertainFilter", "StandardFilter")
 # What a fill must match to pay a line (schema 6): filters of the results, changes and compare.
-DIMENSIONS = ("DisplayFilter", "PriceBandFilter", "TapeFilter", "TierFilter")
+DIMENSIONS = ("FeeCodeFilter", "DisplayFilter", "PriceBandFilter", "TapeFilter", "TierFilter")
 PAGE = ("PageSize", "PageNumber")
 ORDER = ("OrderBy", "OrderDir")
 INCLUDED = ("IncludeSource", "IncludeFootnotes", "IncludeDefinitions")

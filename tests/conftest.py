@@ -83,7 +83,11 @@ def read_fees(version_dir: Path) -> list[dict[str, object]]:
 SCHEDULE = "https://example.test/nyse-standard-rates-2023"
 # Values each results filter's column may be asked for: its vocabulary, and for the open
 # columns the synthetic data's values and one it never holds.
-FILTER_VALUES = CLOSED_VALUES | {"tier": ("Tier 1", "Tier 3", "Tier 9"), "tapes": TAPES}
+FILTER_VALUES = CLOSED_VALUES | {
+    "tier": ("Tier 1", "Tier 3", "Tier 9"),
+    "tapes": TAPES,
+    "fee_codes": ("S1041", "S1090", "S10CC", "ZZ9"),
+}
 
 
 STANDARD_ROWS = [

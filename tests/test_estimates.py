@@ -252,6 +252,14 @@ def test_the_results_filter_by_display_price_band_tape_and_tier(client: httpx.Cl
         "Fee code B1, D1 or J1: Added displayed volume, Liquidity Provision Tier 1"
     ]
     assert results_labels(client, tier="Tier 9") == []
+    assert results_labels(client, fee_code="D") == [
+        "Fee code B, D or J: Added displayed volume", "Fee code B, D or J: below $1.00",
+    ]  # fmt: skip
+    assert results_labels(client, fee_code=["V", "H"]) == [
+        "Fee code H: Added non-displayed volume", "Fee code V: Tape B",
+        "Fee code V: Tapes A and C",
+    ]  # fmt: skip
+    assert results_labels(client, fee_code="d") == []  # a code is matched exactly
     # A line for every tape is a line for tape C too; code V's Tape B line is not.
     assert results_labels(client, tape="C") == [
         label for label in MEMX_EQUITY if label != "Fee code V: Tape B"
@@ -273,6 +281,7 @@ def test_changes_and_comparisons_filter_by_the_same_dimensions(client: httpx.Cli
     assert changes == [
         "Fee code B1, D1 or J1: Added displayed volume, Liquidity Provision Tier 1"
     ]
+    assert labels(client, "/fee-changes/", "label", fee_code="J1") == changes
     compared = client.get(
         "/api/v1/compare/", headers=exchange_headers(),
         params={"fee_type": "equity", "as_of": "2024-03-01", "exchange_name": "memx",
@@ -281,3 +290,9 @@ def test_changes_and_comparisons_filter_by_the_same_dimensions(client: httpx.Cli
     assert [(item["lines"], item["lowest"]["label"]) for item in compared] == [
         (1, "Fee code H: Added non-displayed volume")
     ]
+    by_code = client.get(
+        "/api/v1/compare/", headers=exchange_headers(),
+        params={"fee_type": "equity", "as_of": "2024-03-01", "fee_code": "V"},
+    ).json()["data"]  # fmt: skip
+    assert [(item["exchange_name"], item["lines"], item["lowest"]["label"]) for item in by_code
+            if item["lines"]] == [("memx", 2, "Fee code V: Tape B")]  # fmt: skip

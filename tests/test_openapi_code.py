@@ -95,9 +95,10 @@ PATH_VALUES = {"supplier_name": "nasdaq", "exchange_name": "nasdaq", "version_id
 REQUIRED = {"/compare/": {"fee_type": "equity"}}  # what an endpoint needs to read the rest
 
 
-# Parameters every value of which is a question with an answer: a tier's name that no record
-# holds finds none (`test_results.py` holds the filter to the records it keeps).
-OPEN = frozenset({"tier"})
+# Parameters every value of which is a question with an answer: a tier's name or a fee code
+# that no record holds finds none (`tests/test_estimates.py` holds each filter to the records
+# it keeps).
+OPEN = frozenset({"tier", "fee_code"})
 
 
 def declared_cases() -> Iterator[tuple[str, str, str]]:

@@ -46,7 +46,7 @@ def random_selection(rng: random.Random, indexed: Indexed) -> queries.Selection:
         venues = rng.sample([*indexed.venues, "no_such_venue"], rng.randrange(0, 4))
     values = {}
     for name, column in queries.RESULT_FILTERS.items():
-        if column != "exchange" and rng.random() < 0.15:
+        if column != "exchange" and rng.random() < 0.12:
             values[name] = rng.sample(FILTER_VALUES[column], rng.randrange(1, 3))
     start, end = sorted([maybe_day() or date.min, maybe_day() or date.max])
     version_id = None

@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date, timedelta
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -24,9 +24,11 @@ import pyarrow.compute as pc
 
 from ingest.layout import CODE_TYPES, CODED, CODES_FILE, NO_END, NO_RECORD
 from ingest.schema import FLAGS
-from service.dataset.queries import LIST_FILTERS, RESULT_FILTERS, Selection
+from service.dataset.price_keys import PriceKeys
+from service.dataset.queries import RESULT_FILTERS, Selection
 
 EPOCH: Final = date(1970, 1, 1)
+POSITION: Final = "position"
 Array = npt.NDArray[Any]
 
 
@@ -95,6 +97,10 @@ class ResultsIndex:
             for name in (*CODE_TYPES, "record_rank", "amount_rank")
         }
         self.size = len(self._arrays["exchange"])
+        # A record's position, as a column: what the `fee_code` filter tests (`wanted_codes`).
+        # It is indexed only as the arrays are (a slice, or positions), so it stands as one.
+        self._arrays[POSITION] = cast(Array, Positions())
+        self.price_keys = PriceKeys(directory)
         # Each coded column's values by code, for `decoded` (code 0, no value: null).
         self._values_of = {
             column: pa.array([None, *values], pa.string()) for column, values in names.items()
@@ -242,6 +248,17 @@ class ResultsIndex:
         positions = run.start + np.flatnonzero(keep)
         return Match(run, stop, positions) if len(positions) else None
 
+    def _carrying(self, codes: list[str]) -> Array | None:
+        """A lookup table by position of the records carrying any of `codes`; None for none."""
+        pairs = [(self.value("exchange", run.exchange), self.value("fee_type", run.fee_type))
+                 for run in self.runs]  # fmt: skip
+        positions = self.price_keys.coded(pairs, codes)
+        if not len(positions):
+            return None
+        table = np.zeros(self.size, dtype=np.bool_)
+        table[positions] = True
+        return table
+
     def wanted_codes(self, selection: Selection) -> dict[str, Array] | None:
         """Per filtered column, a lookup table of its wanted codes; None when nothing can
         match."""
@@ -251,8 +268,14 @@ class ResultsIndex:
         wanted: dict[str, Array] = {}
         for name, values in lists.items():
             column = RESULT_FILTERS[name]
+            if name == "fee_code":  # the records carrying the codes, by the price keys
+                carrying = self._carrying(values)
+                if carrying is None:
+                    return None
+                wanted[POSITION] = carrying
+                continue
             codes = self._codes[column]
-            if name in LIST_FILTERS:  # coded as its values' text: the lists holding one, or none
+            if column == "tapes":  # coded as their text: the lists holding one, or every tape
                 values = [text for text in codes if not text or set(text.split()) & set(values)]
             known = [codes[value] for value in values if value in codes]
             if not known:
@@ -264,6 +287,16 @@ class ResultsIndex:
                 return None
             wanted["version_id"] = _lookup([code], "version_id")
         return wanted
+
+
+class Positions:
+    """Every record's position, as a column of the index reads: a slice of it, or the values
+    at some positions (they are the positions)."""
+
+    def __getitem__(self, at: slice | Array) -> Array:
+        if isinstance(at, slice):
+            return np.arange(at.start, at.stop, dtype=np.int64)
+        return np.asarray(at, dtype=np.int64)
 
 
 def sorted_groups(values: Array, first: int) -> tuple[Array, Array]:

@@ -32,7 +32,6 @@ summary; DuckDB computes the fees in decimal.
 
 from dataclasses import dataclass
 from decimal import Decimal
-from pathlib import Path
 from typing import Final
 
 import numpy as np
@@ -40,9 +39,10 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ingest.layout import PRICE_KEY_SEPARATOR, PRICE_KEYS_FILE, PRICE_POSITIONS_FILE
+from ingest.layout import NULL_RANK, PRICED_UNITS
 from ingest.schema import TAPES
 from service.dataset.index import ResultsIndex
+from service.dataset.price_keys import key
 from service.dataset.records import Records
 
 # What the engine is given: one row per fill that passed its checks (`fill` is its place in the
@@ -125,6 +125,16 @@ class Candidates:
         """The codes of values of a column that records hold."""
         return [code for value in values if (code := self.index.code(column, value)) is not None]
 
+    def priceable(self) -> npt.NDArray[np.bool_]:
+        """Whether each candidate is a line a fill may pay: of fees and rebates, with an amount
+        in a unit the engine counts (a fee code's key names every record carrying it)."""
+        priceable: npt.NDArray[np.bool_] = (
+            np.isin(self.line("fee_category"), self.codes("fee_category", "fees_and_rebates"))
+            & np.isin(self.line("unit"), self.codes("unit", *PRICED_UNITS))
+            & (self.index.column("amount_rank")[self.positions] != NULL_RANK)
+        )
+        return priceable
+
     def in_force(self) -> npt.NDArray[np.bool_]:
         """Whether each candidate is in force on its fill's trade date."""
         day = np.asarray(self.fills["trade_date"].cast(pa.int32()))[self.owner]
@@ -132,13 +142,10 @@ class Candidates:
 
 
 class Pricing:
-    """The engine over one version: its price keys, memory-mapped, and its results index and
-    record summary, read by position."""
+    """The engine over one version: its price keys, its results index and record summary."""
 
-    def __init__(self, directory: Path, index: ResultsIndex, summary: Records):
-        # Plain views of the mapped files, as `service.dataset.changes` keeps its own.
-        self._keys = np.asarray(np.load(directory / PRICE_KEYS_FILE, mmap_mode="r"))
-        self._positions = np.asarray(np.load(directory / PRICE_POSITIONS_FILE, mmap_mode="r"))
+    def __init__(self, index: ResultsIndex, summary: Records):
+        self._keys = index.price_keys
         self._index = index
         self._summary = summary
 
@@ -151,8 +158,8 @@ class Pricing:
         count = fills.num_rows
         kind = pc.if_else(pc.is_valid(fills["fee_code"]), "C", "A")
         value = pc.coalesce(fills["fee_code"], fills["action"])
-        found = self._candidates(fills, _key(fills, kind, value))
-        tiered = self._candidates(fills, _key(fills, "T", fills["tier"]))
+        found = self._candidates(fills, key(fills, kind, value))
+        tiered = self._candidates(fills, key(fills, "T", fills["tier"]))
         tier_known = _true(pc.is_null(fills["tier"]))
         tier_known[tiered.owner[tiered.in_force()]] = True
         kinds = _kinds(found)
@@ -177,24 +184,8 @@ class Pricing:
 
     def _candidates(self, fills: pa.Table, keys: pa.Array) -> Candidates:
         """Each record keyed by a fill's key (a null key, a fill with no tier, finds none)."""
-        sought = np.array(
-            [b"" if key is None else key.encode() for key in keys.to_pylist()], dtype=np.bytes_
-        )
-        # A key longer than every key written names no record; the rest are looked up as the
-        # keys' own type (a longer type would not compare with them).
-        known = (np.char.str_len(sought) > 0) & (np.char.str_len(sought) <= self._keys.itemsize)
-        wanted = np.where(known, sought, b"").astype(self._keys.dtype)
-        # Searched in key order: each search starts near the last (100,000 random keys in 3.2M:
-        # 60 ms with the sort, 132 ms without).
-        order = np.argsort(wanted)
-        first, last = np.empty(len(wanted), np.int64), np.empty(len(wanted), np.int64)
-        first[order] = np.searchsorted(self._keys, wanted[order], side="left")
-        last[order] = np.searchsorted(self._keys, wanted[order], side="right")
-        counts = np.where(known, last - first, 0)
-        # Each fill's run of keys, one after another: its first key, then the next ones.
-        at = np.repeat(first - np.cumsum(counts) + counts, counts) + np.arange(counts.sum())
-        positions = self._positions[at].astype(np.int64)
-        return Candidates(self._index, fills, np.repeat(np.arange(len(sought)), counts), positions)
+        owner, positions = self._keys.find(keys)
+        return Candidates(self._index, fills, owner, positions)
 
     def _answered(
         self, fills: pa.Table, owners: npt.NDArray[np.int64], positions: npt.NDArray[np.int64]
@@ -244,13 +235,6 @@ class Pricing:
         return pa.array(named, pa.list_(pa.string()))
 
 
-def _key(fills: pa.Table, kind: str | pa.Array, value: pa.Array) -> pa.Array:
-    """Each fill's price key of a kind (null where the value is), as the ingest writes them."""
-    return pc.binary_join_element_wise(
-        kind, fills["exchange"], fills["fee_type"], value, PRICE_KEY_SEPARATOR
-    )
-
-
 def _kinds(found: Candidates) -> npt.NDArray[np.int64]:
     """Each candidate's kind for its fill (`OWN_TIER` ... `OTHER_TIER`); -1 for a tier's line
     that prices the fill neither by its tier nor by a code."""
@@ -268,7 +252,8 @@ def _kinds(found: Candidates) -> npt.NDArray[np.int64]:
 
 def _fits(found: Candidates) -> npt.NDArray[np.bool_]:
     """Whether each candidate fits its fill by the rule (`docs/pricing.md`), its kind aside:
-    action, participant, penny class, display, tape, price band, and in force that day."""
+    action, participant, penny class, display, tape, price band, in force that day, and a line
+    a fill may pay."""
     fills = found.fills
 
     def either(column: str, field: str, *also: str) -> npt.NDArray[np.bool_]:
@@ -301,6 +286,7 @@ def _fits(found: Candidates) -> npt.NDArray[np.bool_]:
         & (found.fill(pc.is_null(fills["tape"])) | on_tape)
         & (~equity | banded)
         & found.in_force()
+        & found.priceable()
     )  # fmt: skip
     return fits
 

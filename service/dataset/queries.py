@@ -56,10 +56,14 @@ RESULT_FILTERS: Final = {
     "price_band": "price_band",
     "tier": "tier",
     "tape": "tapes",
+    "fee_code": "fee_codes",
 }
-# The filters on a list column: a record matches when its list holds a wanted value, or is empty
-# (for `tapes`: the record is for every tape, so for the one asked about too).
-LIST_FILTERS: Final = {"tape": "(len(tapes) = 0 OR list_has_any(tapes, [{members}]))"}
+# The filters on a list column: a record matches when its list holds a wanted value (for
+# `tapes`, or is empty: the record is for every tape, so for the one asked about too).
+LIST_FILTERS: Final = {
+    "tape": "(len(tapes) = 0 OR list_has_any(tapes, [{members}]))",
+    "fee_code": "list_has_any(fee_codes, [{members}])",
+}
 
 # Sort keys clients may choose, mapped to columns (never taken from the request as text).
 # `created_on` and `scraped_time` are the compatible service's keys (its SDK sends `created_on`

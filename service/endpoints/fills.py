@@ -149,27 +149,28 @@ def checked(
         *(pc.struct_field(numbers[name], "error") for name in NUMBERS),
     ]  # fmt: skip
     errors = pc.coalesce(*problems)
-    reads = pc.is_null(errors)
-    engine = pa.table(
-        {
-            "fill": pa.array(range(text.num_rows), pa.int64()),
-            "exchange": codes,
-            "fee_type": fee_type,
-            "trade_date": days,
-            **{
-                name: pc.struct_field(numbers[name], "value").cast(FILLS_SCHEMA.field(name).type)
-                for name in NUMBERS
-            },
-            "action": text["fee_action"],
-            "participant": text["fee_participant"],
-            "symbol_type": text["symbol_type"],
-            "fee_code": text["fee_code"],
-            "display": text["display"],
-            "tape": text["tape"],
-            "tier": tier,
-        }
-    ).filter(reads)
-    return Fills(text, errors, tier, engine)
+    read = {"exchange": codes, "fee_type": fee_type, "trade_date": days, "tier": tier}
+    read |= {name: pc.struct_field(numbers[name], "value") for name in NUMBERS}
+    return Fills(text, errors, tier, _engine_rows(text, read).filter(pc.is_null(errors)))
+
+
+# A fill's fields the engine takes as given, by the engine's name (`FILLS_SCHEMA`).
+AS_GIVEN: Final = {
+    "action": "fee_action",
+    "participant": "fee_participant",
+    "symbol_type": "symbol_type",
+    "fee_code": "fee_code",
+    "display": "display",
+    "tape": "tape",
+}
+
+
+def _engine_rows(text: pa.Table, read: dict[str, pa.Array]) -> pa.Table:
+    """Every fill as the engine takes it (`FILLS_SCHEMA`): `fill` its place, the values
+    `read` from its text, the rest as given."""
+    columns = {"fill": pa.array(range(text.num_rows), pa.int64()), **read}
+    columns |= {name: text[field] for name, field in AS_GIVEN.items()}
+    return pa.table({field.name: columns[field.name] for field in FILLS_SCHEMA}).cast(FILLS_SCHEMA)
 
 
 def _by_value(
