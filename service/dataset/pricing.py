@@ -27,7 +27,7 @@ the rule is applied to all of them at once as column operations. (10M synthetic 
 fills: a DuckDB join scanning the two million coded records took 98 ms, reading the candidates'
 fields from the serving copy 89 ms more, and the rule as a DuckDB query over the candidates
 alone 12 ms, most of it the query's own cost.) The answer's fields come from the record
-summary; DuckDB computes the fees in decimal.
+summary, and the fees are computed in 256-bit decimals.
 """
 
 from dataclasses import dataclass
@@ -78,11 +78,6 @@ EXACT: Final = pa.decimal128(20, 8)
 HUNDREDTH: Final = pa.scalar(Decimal("0.01"), pa.decimal256(3, 2))
 ROUNDED: Final = pc.RoundOptions(ndigits=8, round_mode="half_towards_infinity")
 
-
-def _wide(values: pa.Array | pa.ChunkedArray) -> pa.Array:
-    """A decimal as a 256-bit one of its precision and scale, so products never overflow."""
-    return values.cast(pa.decimal256(values.type.precision, values.type.scale))
-
 # What an answer prints of the line that priced a fill, from the record summary.
 ANSWERED: Final = ("record_id", "line_id", "fee_name", "amount", "source_url")
 
@@ -117,7 +112,7 @@ class Candidates:
         codes = self.index.codes_of(column, values)
         return codes[self.owner]
 
-    def fill(self, flags: pa.Array) -> npt.NDArray[np.bool_]:
+    def per_fill(self, flags: pa.Array) -> npt.NDArray[np.bool_]:
         """Each candidate's fill's flag (one per fill; null is false)."""
         return _true(flags)[self.owner]
 
@@ -241,7 +236,7 @@ def _kinds(found: Candidates) -> npt.NDArray[np.int64]:
     tier = found.line("tier")
     untiered = tier == 0
     own = ~untiered & (tier == found.given("tier", found.fills["tier"]))
-    by_code = found.fill(pc.is_valid(found.fills["fee_code"]))
+    by_code = found.per_fill(pc.is_valid(found.fills["fee_code"]))
     standard = np.isin(found.line("standard"), found.codes("standard", "true"))
     return np.select(
         [own, ~untiered & by_code, untiered & standard, untiered],
@@ -268,27 +263,32 @@ def _fits(found: Candidates) -> npt.NDArray[np.bool_]:
     for letter in TAPES:
         holding = found.codes("tapes", *(text for text in found.index.values("tapes")
                                          if letter in text.split()))  # fmt: skip
-        on_tape |= found.fill(pc.equal(fills["tape"], letter)) & np.isin(tapes, holding)
+        on_tape |= found.per_fill(pc.equal(fills["tape"], letter)) & np.isin(tapes, holding)
     band = found.line("price_band")
-    high = found.fill(pc.greater_equal(fills["price"], pa.scalar(1, pa.decimal128(18, 8))))
+    high = found.per_fill(pc.greater_equal(fills["price"], pa.scalar(1, pa.decimal128(18, 8))))
     banded = np.where(
         high,
         (band == 0) | np.isin(band, found.codes("price_band", "at_or_above_1", "any")),
         np.isin(band, found.codes("price_band", "below_1", "any")),
     )
-    equity = found.fill(pc.equal(fills["fee_type"], "equity"))
+    equity = found.per_fill(pc.equal(fills["fee_type"], "equity"))
     fits: npt.NDArray[np.bool_] = (
         either("action", "action")
         & ((found.line("participant") == participant)
            | np.isin(found.line("participant"), found.codes("participant", "all")))
         & either("symbol_type", "symbol_type", "both", "not_applicable")
         & (either("display", "display", "any") | (found.line("display") == 0))
-        & (found.fill(pc.is_null(fills["tape"])) | on_tape)
+        & (found.per_fill(pc.is_null(fills["tape"])) | on_tape)
         & (~equity | banded)
         & found.in_force()
         & found.priceable()
     )  # fmt: skip
     return fits
+
+
+def _wide(values: pa.Array | pa.ChunkedArray) -> pa.Array:
+    """A decimal as a 256-bit one of its precision and scale, so products never overflow."""
+    return values.cast(pa.decimal256(values.type.precision, values.type.scale))
 
 
 def _true(condition: pa.Array | pa.ChunkedArray) -> npt.NDArray[np.bool_]:

@@ -103,7 +103,8 @@ def from_mappings(given: Sequence[Mapping[str, Any]]) -> pa.Table:
         try:
             columns[name] = pa.array(values, STRING)
         except (pa.ArrowInvalid, pa.ArrowTypeError):  # numbers among them: each as its text
-            columns[name] = pa.array([None if v is None else str(v) for v in values], STRING)
+            texts = [None if value is None else str(value) for value in values]
+            columns[name] = pa.array(texts, STRING)
     return text_of(pa.table(columns, schema=TEXT))
 
 
