@@ -11,7 +11,8 @@ changes.py    the change list: the changes of the matching lines, by place
 lines.py      a fee line's records, by its id
 classes.py    the class index: per venue, the lowest and highest record compared
 records.py    records by position, as the history answers print them
-pricing.py    what executions cost: fills joined with the lines in force, in one query
+pricing.py    what executions cost: each fill's line among the candidates its keys find
+price_keys.py the price keys: the records a fee code, action or tier names, by binary search
 rollups.py    the discovery counts, searched in memory
 venues.py     what each venue holds, built from the rollups at open
 watcher.py    the version in use, and the thread that swaps in a newly published one
