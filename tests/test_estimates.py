@@ -85,6 +85,27 @@ def test_the_meta_totals_the_priced_fills_per_venue_and_per_trade_date(
     assert list(meta)[-1] == "query_time_ms"
 
 
+def test_a_batchs_tiers_price_its_fills_and_an_unknown_venue_among_them_is_a_422(
+    client: httpx.Client,
+) -> None:
+    given = [fill("memx", "2024-03-01", "1000", "25", "make", display="displayed")]
+    tiered = client.post(
+        PATH, json={"fills": given, "tiers": {"MEMX": "Liquidity Provision Tier 1"}},
+        headers=exchange_headers(),
+    )  # fmt: skip
+    assert tiered.status_code == 200, tiered.text
+    [answer] = tiered.json()["data"]
+    assert (answer["fee"], answer["line_tier"]) == (-3.2, "Liquidity Provision Tier 1")
+    refused = client.post(
+        PATH, json={"fills": given, "tiers": {"nowhere": "Tier 1"}}, headers=exchange_headers()
+    )
+    assert refused.status_code == 422, refused.text
+    assert [(problem["field"], problem["message"])
+            for problem in refused.json()["error"]["details"]] == [
+        ("tiers.nowhere", "unknown exchange")
+    ]  # fmt: skip
+
+
 def test_a_csv_body_and_a_csv_answer(client: httpx.Client) -> None:
     body = "exchange_name,trade_date,quantity,price,fee_action\nnyse,2023-06-01,500,25,take\n"
     answer = client.post(

@@ -445,6 +445,33 @@ def test_the_command_writes_each_fill_with_the_engines_answer(
         }  # fmt: skip
 
 
+def test_the_command_prices_fills_in_the_tiers_it_is_given(
+    priced_version: IngestResult, tmp_path: Path
+) -> None:
+    source = tmp_path / "fills.csv"
+    with source.open("w", newline="", encoding="utf-8") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(fills.FIELDS), restval="")
+        writer.writeheader()
+        writer.writerow(fill("memx", "2024-03-01", "1000", "25", "make", display="displayed"))
+    data = Path(priced_version.version_dir).parent.parent
+
+    def price(*tiers: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "service", "price", str(source), "--data", str(data),
+             "--tiers", *tiers],
+            cwd=ROOT, capture_output=True, text=True,
+        )  # fmt: skip
+
+    done = price("memx=Liquidity Provision Tier 1")
+    assert done.returncode == 0, done.stderr
+    [row] = list(csv.DictReader(done.stdout.splitlines()))
+    assert (row["fee"], row["line_tier"]) == ("-3.2", "Liquidity Provision Tier 1")
+    refused = price("nowhere=Tier 1")
+    assert refused.returncode == 2
+    assert "--tiers names unknown venues: nowhere" in refused.stderr
+    assert price("memx").returncode == 2  # not VENUE=TIER
+
+
 def test_the_command_refuses_a_directory_with_no_version(tmp_path: Path) -> None:
     source = tmp_path / "fills.csv"
     source.write_text(",".join(fills.FIELDS) + "\n", encoding="utf-8")
