@@ -275,7 +275,7 @@ class ResultsIndex:
                 wanted[POSITION] = carrying
                 continue
             codes = self._codes[column]
-            if column == "tapes":  # coded as their text: the lists holding one, or every tape
+            if name == "tape":  # coded as their text: the lists holding one, or every tape
                 values = [text for text in codes if not text or set(text.split()) & set(values)]
             known = [codes[value] for value in values if value in codes]
             if not known:

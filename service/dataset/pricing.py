@@ -189,10 +189,11 @@ class Pricing:
         the batch's order, nulls for the others."""
         summary = self._summary.table(positions, ("unit", "tier"), ANSWERED)
         amount = summary["amount"].cast(EXACT)
-        quantity = _wide(fills["quantity"].take(pa.array(owners)))
+        priced = pa.array(owners)  # the priced fills' rows in the batch
+        quantity = _wide(fills["quantity"].take(priced))
         per_unit = pc.multiply(quantity, _wide(amount))
         percent = pc.multiply(
-            pc.multiply(pc.multiply(quantity, _wide(fills["price"].take(pa.array(owners)))),
+            pc.multiply(pc.multiply(quantity, _wide(fills["price"].take(priced))),
                         _wide(amount)),
             HUNDREDTH,
         )  # fmt: skip
@@ -201,7 +202,7 @@ class Pricing:
             pc.if_else(pc.equal(summary["unit"], PERCENT), percent, per_unit.cast(wide)),
             options=ROUNDED,
         )
-        day = fills["trade_date"].take(pa.array(owners))
+        day = fills["trade_date"].take(priced)
         columns = {
             "fee": fee,
             "amount": amount,
@@ -257,7 +258,8 @@ def _fits(found: Candidates) -> npt.NDArray[np.bool_]:
         fits: npt.NDArray[np.bool_] = (given == UNSAID) | (line == given)
         return fits | np.isin(line, found.codes(column, *also))
 
-    participant = found.given("participant", pc.coalesce(fills["participant"], "all"))
+    participant = found.line("participant")
+    given_participant = found.given("participant", pc.coalesce(fills["participant"], "all"))
     tapes = found.line("tapes")
     on_tape = np.isin(tapes, found.codes("tapes", ""))  # a line for every tape
     for letter in TAPES:
@@ -274,8 +276,8 @@ def _fits(found: Candidates) -> npt.NDArray[np.bool_]:
     equity = found.per_fill(pc.equal(fills["fee_type"], "equity"))
     fits: npt.NDArray[np.bool_] = (
         either("action", "action")
-        & ((found.line("participant") == participant)
-           | np.isin(found.line("participant"), found.codes("participant", "all")))
+        & ((participant == given_participant)
+           | np.isin(participant, found.codes("participant", "all")))
         & either("symbol_type", "symbol_type", "both", "not_applicable")
         & (either("display", "display", "any") | (found.line("display") == 0))
         & (found.per_fill(pc.is_null(fills["tape"])) | on_tape)
