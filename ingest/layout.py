@@ -16,6 +16,7 @@ holds it to that.
                                                 (`CLASS_FILES`, `ingest.classes`) and the
                                                 change list (`CHANGE_FILES`, `ingest.changes`)
             index/records.arrow                 the record summary (`SUMMARY_COLUMNS`)
+            index/price_*                       the price keys, lines, answers (`ingest.price_keys`)
             rollups/*.parquet                   discovery's counts (`ingest.rollups`)
 
 How each part is written lives with its writer (`ingest.publish`, `ingest.serving`,
@@ -37,8 +38,9 @@ from ingest.schema import CLOSED_VALUES, SCHEMA_VERSION, UNITS
 # rollups; 3: the record summary, the change list and the unit codes; 4: the class index and
 # the change list by class; 5: the confirmations (`confirmed_through`, `class_confirmed`), the
 # `standard` codes and `ended_by` in the record summary; 6: the `display`, `price_band`, `tier`
-# and `tapes` codes (and a `priceable` table in the serving copy); 7: the price keys in its place.
-LAYOUT_VERSION: Final = 7
+# and `tapes` codes (and a `priceable` table in the serving copy); 7: the price keys in its place;
+# 8: the price lines and answers beside the keys.
+LAYOUT_VERSION: Final = 8
 
 # Where versions are published when neither `--data` nor FEES_DATA_DIR says.
 DEFAULT_DATA_DIR: Final = Path("data/warehouse")
@@ -78,14 +80,37 @@ CODE_TYPES: Final[dict[str, type[np.integer[Any]]]] = {
     "version_id": np.uint16,
 }
 # The price keys (`ingest.price_keys`, read by `service.dataset.pricing`): the keys a fill looks
-# its candidate lines up by, sorted, as UTF-8 bytes, and the record position of each. A key is
-# its kind, venue, fee type and value joined by `PRICE_KEY_SEPARATOR`: `C` and a fee code the
-# record carries (every record with codes), `A` and the action of a standard or tier record,
-# `T` and a tier record's tier (only the records a fill may pay: fees and rebates with an
-# amount in `PRICED_UNITS`).
+# its candidate lines up by, sorted, as UTF-8 bytes, and the row of the price lines each names.
+# A key is its kind, venue, fee type and value joined by `PRICE_KEY_SEPARATOR`: `C` and a fee
+# code the record carries (every record with codes), `A` and the action of a standard or tier
+# record, `T` and a tier record's tier (only the records a fill may pay: fees and rebates with
+# an amount in `PRICED_UNITS`).
 PRICE_KEYS_FILE: Final = "price_keys.npy"
-PRICE_POSITIONS_FILE: Final = "price_positions.npy"
+PRICE_ROWS_FILE: Final = "price_rows.npy"
 PRICE_KEY_SEPARATOR: Final = "\x1f"
+# The price lines: one row per record a key names, in position order, with what the pricing
+# rule reads of it, row by row (a NumPy structured array: its `position`, `priceable` (1: a
+# line a fill may pay) and its codes of `PRICE_LINE_CODES`, as the results index codes them);
+# and beside it, row for row, what an answer prints of it (`PRICE_ANSWER_COLUMNS`, an
+# uncompressed Arrow IPC file of one batch). Together a tenth of the index and the summary's
+# size at 10M synthetic records, and all a batch of fills reads (`docs/dataset.md`).
+PRICE_LINES_FILE: Final = "price_lines.npy"
+PRICE_ANSWERS_FILE: Final = "price_answers.arrow"
+PRICE_LINE_CODES: Final = (
+    "action",
+    "participant",
+    "symbol_type",
+    "display",
+    "tapes",
+    "price_band",
+    "tier",
+    "standard",
+    "unit",
+    "effective_start",
+    "effective_end",
+    "confirmed_through",
+)
+PRICE_ANSWER_COLUMNS: Final = ("record_id", "line_id", "fee_name", "amount", "source_url")
 PRICED_UNITS: Final = ("per_share", "per_contract", "percent_of_value")
 # The line index: `line_order`, every position in line order (line id, then effective start);
 # `lines_hi` and `lines_lo`, each line's id (the UUID's number, high and low 64 bits) in that

@@ -1,11 +1,16 @@
-"""The price keys: how a fill finds the records it may pay without reading the others.
+"""The price keys, and the price lines they name: how a fill finds the records it may pay, and
+what the engine reads of them, without reading the others.
 
 Pricing a batch of fills is a join of the fills with the records in force on their days. At
 10M synthetic records about two million of them carry a fee code, and a join that scans them
 took 98 ms for 1,000 fills. So the ingest writes a sorted key per priceable record and fee code
-(and per standard or tier record and action, and per tier record and tier), with the record's
-position (`ingest.layout.PRICE_KEYS_FILE`); the service looks a batch's keys up with a binary
-search in the memory-mapped array and joins only the candidates it finds.
+(and per standard or tier record and action, and per tier record and tier), each with the row
+of the record among the price lines (`ingest.layout.PRICE_KEYS_FILE`); the service looks a
+batch's keys up with a binary search in the memory-mapped array.
+
+The price lines hold, for each record a key names, what the rule tests and an answer prints
+(`PRICE_LINES_FILE`, `PRICE_ANSWERS_FILE`). Read from the results index and the record summary
+instead, a million random fills touched nearly every page of both: 1.6 GB of mapped files.
 """
 
 from pathlib import Path
@@ -13,45 +18,89 @@ from typing import Final
 
 import duckdb
 import numpy as np
+import pyarrow as pa
 
 from ingest.layout import (
+    CODE_TYPES,
+    PRICE_ANSWER_COLUMNS,
+    PRICE_ANSWERS_FILE,
     PRICE_KEY_SEPARATOR,
     PRICE_KEYS_FILE,
-    PRICE_POSITIONS_FILE,
+    PRICE_LINE_CODES,
+    PRICE_LINES_FILE,
+    PRICE_ROWS_FILE,
     PRICED_UNITS,
     sql_string,
 )
 
 UNITS: Final = ", ".join(sql_string(unit) for unit in PRICED_UNITS)
 SEPARATOR: Final = sql_string(PRICE_KEY_SEPARATOR)
-
-# Every key of `{records}` with its position, in key order (DuckDB orders text by its bytes, as
-# NumPy orders the keys' bytes). Every record with a fee code is keyed by it (the results'
-# `fee_code` filter finds them so); only the records a fill may pay by their action and tier.
-PRICE_KEYS: Final = f"""
-WITH priced AS (
-    SELECT rowid AS position, exchange, fee_type, action, tier, standard
-    FROM {{records}}
-    WHERE fee_category = 'fees_and_rebates' AND amount IS NOT NULL AND unit IN ({UNITS})
+# A record a fill may pay: of fees and rebates, with an amount in a unit the engine counts.
+PRICEABLE: Final = (
+    f"coalesce(fee_category = 'fees_and_rebates' AND amount IS NOT NULL AND unit IN ({UNITS}), "
+    "false)"
 )
+# A record keyed by its action (and its tier, if it has one): one a fill without a code may pay.
+BY_ACTION: Final = f"({PRICEABLE} AND (standard OR tier IS NOT NULL))"
+
+# Every key of `{records}` with its record's position, in key order (DuckDB orders text by its
+# bytes, as NumPy orders the keys' bytes). Every record with a fee code is keyed by it (the
+# results' `fee_code` filter finds them so); only the records a fill may pay by their action and
+# tier.
+PRICE_KEYS: Final = f"""
 SELECT concat_ws({SEPARATOR}, kind, exchange, fee_type, value) AS key, position
 FROM (
     SELECT 'C' AS kind, exchange, fee_type, unnest(fee_codes) AS value, rowid AS position
     FROM {{records}}
     WHERE len(fee_codes) > 0
     UNION ALL
-    SELECT 'A', exchange, fee_type, action, position FROM priced
-    WHERE standard OR tier IS NOT NULL
+    SELECT 'A', exchange, fee_type, action, rowid FROM {{records}} WHERE {BY_ACTION}
     UNION ALL
-    SELECT 'T', exchange, fee_type, tier, position FROM priced WHERE tier IS NOT NULL
+    SELECT 'T', exchange, fee_type, tier, rowid FROM {{records}}
+    WHERE {PRICEABLE} AND tier IS NOT NULL
 )
 ORDER BY key, position
 """
 
+# The records some key names, in position order: whether a fill may pay each, and what an
+# answer prints of it.
+PRICE_LINES: Final = f"""
+SELECT rowid AS position, {PRICEABLE} AS priceable, {", ".join(PRICE_ANSWER_COLUMNS)}
+FROM {{records}}
+WHERE len(fee_codes) > 0 OR {BY_ACTION}
+ORDER BY rowid
+"""
+
 
 def write_price_keys(con: duckdb.DuckDBPyConnection, records: str, index: Path) -> None:
-    """Write the price keys of the records in `records` (a table) into `index/`."""
+    """Write the price keys and lines of the records in `records` (a table) into `index/`,
+    beside the results index's arrays (whose codes the lines copy)."""
+    lines = con.sql(PRICE_LINES.format(records=records)).to_arrow_table()
+    positions = np.asarray(lines["position"], dtype=np.uint32)
+    rule = np.zeros(
+        len(positions),
+        dtype=[("position", np.uint32), ("priceable", np.uint8)]
+        + [(name, CODE_TYPES[name]) for name in PRICE_LINE_CODES],
+    )
+    rule["position"] = positions
+    rule["priceable"] = np.asarray(lines["priceable"], dtype=np.uint8)
+    for name in PRICE_LINE_CODES:
+        rule[name] = np.load(index / f"{name}.npy", mmap_mode="r")[positions]
+    np.save(index / PRICE_LINES_FILE, rule)
+    del rule
+    # One batch (the service takes rows without crossing batches), its text in large strings.
+    answers = lines.select(list(PRICE_ANSWER_COLUMNS))
+    answers = answers.cast(
+        pa.schema(
+            pa.field(field.name, pa.large_string()) if field.type == pa.string() else field
+            for field in answers.schema
+        )
+    ).combine_chunks()
+    with pa.ipc.new_file(index / PRICE_ANSWERS_FILE, answers.schema) as writer:
+        writer.write_table(answers, max_chunksize=max(answers.num_rows, 1))
+    del lines, answers
     table = con.sql(PRICE_KEYS.format(records=records)).to_arrow_table()
     keys = [key.encode() for key in table["key"].to_pylist()]
     np.save(index / PRICE_KEYS_FILE, np.array(keys, dtype=np.bytes_))
-    np.save(index / PRICE_POSITIONS_FILE, np.asarray(table["position"], dtype=np.uint32))
+    rows = np.searchsorted(positions, np.asarray(table["position"]))
+    np.save(index / PRICE_ROWS_FILE, rows.astype(np.uint32))

@@ -23,8 +23,10 @@ from ingest.layout import (
     CODES_FILE,
     INDEX_DIR,
     LINE_FILES,
+    PRICE_ANSWERS_FILE,
     PRICE_KEYS_FILE,
-    PRICE_POSITIONS_FILE,
+    PRICE_LINES_FILE,
+    PRICE_ROWS_FILE,
     SUMMARY_FILE,
 )
 from ingest.pipeline import IngestResult
@@ -331,7 +333,12 @@ def test_the_index_holds_every_file_the_layout_names(fixture_version: IngestResu
     """The layout is the contract: the ingest writes what it names, and nothing else."""
     arrays = [*CODE_TYPES, "record_rank", "amount_rank", *LINE_FILES, *CLASS_FILES, *CHANGE_FILES]
     expected = {f"{name}.npy" for name in arrays} | {
-        CODES_FILE, SUMMARY_FILE, PRICE_KEYS_FILE, PRICE_POSITIONS_FILE
+        CODES_FILE,
+        SUMMARY_FILE,
+        PRICE_KEYS_FILE,
+        PRICE_ROWS_FILE,
+        PRICE_LINES_FILE,
+        PRICE_ANSWERS_FILE,
     }
     index = fixture_version.version_dir / INDEX_DIR
     assert {path.name for path in index.iterdir()} == expected

@@ -12,7 +12,8 @@ lines.py      a fee line's records, by its id
 classes.py    the class index: per venue, the lowest and highest record compared
 records.py    records by position, as the history answers print them
 pricing.py    what executions cost: each fill's line among the candidates its keys find
-price_keys.py the price keys: the records a fee code, action or tier names, by binary search
+price_keys.py the price keys and lines: the lines a fee code, action or tier names, by binary
+              search, and what the rule reads and an answer prints of them
 rollups.py    the discovery counts, searched in memory
 venues.py     what each venue holds, built from the rollups at open
 watcher.py    the version in use, and the thread that swaps in a newly published one

@@ -165,6 +165,10 @@ class ResultsIndex:
         codes = np.asarray(pc.fill_null(found, -2).to_numpy(zero_copy_only=False), np.int64)
         return np.where(pc.is_null(values).to_numpy(zero_copy_only=False), -1, codes)
 
+    def decode(self, column: str, codes: Array, missing: Array | None = None) -> pa.Array:
+        """A coded column's values by their codes (code 0, no value, and `missing`: null)."""
+        return self._values_of[column].take(pa.array(codes, mask=missing))
+
     def value(self, column: str, code: int) -> str:
         """The value a coded column's code stands for."""
         return self._names[column][code - 1]
@@ -179,9 +183,7 @@ class ResultsIndex:
         missing = positions == NO_RECORD
         at = np.where(missing, 0, positions)
         columns = {
-            column: self._values_of[column].take(
-                pa.array(np.asarray(self._arrays[column][at]), mask=missing)
-            )
+            column: self.decode(column, np.asarray(self._arrays[column][at]), missing)
             for column in coded
         }
         for flag in set(FLAGS) & set(coded):

@@ -1,5 +1,6 @@
-"""The version's price keys (`ingest.price_keys`): the records a key names, found for a whole
-batch of keys by binary search in the memory-mapped sorted keys.
+"""The version's price keys and the price lines they name (`ingest.price_keys`): the lines a key
+names, found for a whole batch of keys by binary search in the memory-mapped sorted keys, and
+what the rule reads and an answer prints of each line, read by row from two small files.
 
 The engine looks fills' candidates up here (`service.dataset.pricing`), and the results' and
 comparisons' `fee_code` filter the records that carry a code (`ResultsIndex.wanted_codes`).
@@ -12,24 +13,36 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ingest.layout import PRICE_KEY_SEPARATOR, PRICE_KEYS_FILE, PRICE_POSITIONS_FILE
+from ingest.layout import (
+    PRICE_ANSWERS_FILE,
+    PRICE_KEY_SEPARATOR,
+    PRICE_KEYS_FILE,
+    PRICE_LINES_FILE,
+    PRICE_ROWS_FILE,
+)
 
 
 class PriceKeys:
     def __init__(self, directory: Path) -> None:
         # Plain views of the mapped files: a `np.memmap`'s indexing costs more per call.
         self._keys = np.asarray(np.load(directory / PRICE_KEYS_FILE, mmap_mode="r"))
-        self._positions = np.asarray(np.load(directory / PRICE_POSITIONS_FILE, mmap_mode="r"))
+        self._rows = np.asarray(np.load(directory / PRICE_ROWS_FILE, mmap_mode="r"))
+        # Per row: `position`, `priceable` and the results index's codes (`PRICE_LINE_CODES`).
+        self.lines = np.asarray(np.load(directory / PRICE_LINES_FILE, mmap_mode="r"))
+        mapped = pa.memory_map(str(directory / PRICE_ANSWERS_FILE))
+        self._answers = pa.ipc.open_file(mapped).read_all().combine_chunks()  # one batch
 
     def find(self, keys: pa.Array) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
-        """The records each key names: for each, the key's place in `keys` and the record's
-        position, in the keys' order (a null key names none)."""
+        """The price lines each key names: for each, the key's place in `keys` and the line's
+        row, in the keys' order (a null key names none)."""
+        # Only the keys given are encoded and searched (most fills name no tier).
+        given = np.flatnonzero(np.asarray(pc.is_valid(keys).to_numpy(zero_copy_only=False)))
         sought = np.array(
-            [b"" if key is None else key.encode() for key in keys.to_pylist()], dtype=np.bytes_
+            [key.encode() for key in keys.take(pa.array(given)).to_pylist()], dtype=np.bytes_
         )
         # A key longer than every key written names no record; the rest are looked up as the
         # keys' own type (a longer type would not compare with them).
-        known = (np.char.str_len(sought) > 0) & (np.char.str_len(sought) <= self._keys.itemsize)
+        known = np.char.str_len(sought) <= self._keys.itemsize
         wanted = np.where(known, sought, b"").astype(self._keys.dtype)
         # Searched in key order: each search starts near the last (100,000 random keys in 3.2M:
         # 60 ms with the sort, 132 ms without).
@@ -40,8 +53,19 @@ class PriceKeys:
         counts = np.where(known, last - first, 0)
         # Each key's run, one after another: its first match, then the next ones.
         at = np.repeat(first - np.cumsum(counts) + counts, counts) + np.arange(counts.sum())
-        owner = np.repeat(np.arange(len(sought)), counts)
-        return owner, self._positions[at].astype(np.int64)
+        owner = np.repeat(given, counts)
+        return owner, self._rows[at].astype(np.int64)
+
+    def answers(self, rows: npt.NDArray[np.int64], columns: tuple[str, ...]) -> pa.Table:
+        """What an answer prints of the lines at `rows` (`PRICE_ANSWER_COLUMNS`), in order,
+        its text as plain strings."""
+        taken = self._answers.select(list(columns)).take(pa.array(rows))
+        return taken.cast(
+            pa.schema(
+                pa.field(field.name, pa.string()) if field.type == pa.large_string() else field
+                for field in taken.schema
+            )
+        )
 
     def coded(self, pairs: list[tuple[str, str]], codes: list[str]) -> npt.NDArray[np.int64]:
         """The positions of the records of any of these venues and fee types that carry any of
@@ -51,8 +75,9 @@ class PriceKeys:
             for venue, fee_type in pairs
             for code in codes
         ]
-        _, positions = self.find(pa.array(keys, pa.string()))
-        return np.unique(positions)
+        _, rows = self.find(pa.array(keys, pa.string()))
+        # The lines are in position order, so their rows sorted give the positions sorted.
+        return self.lines["position"][np.unique(rows)].astype(np.int64)
 
 
 def key(fills: pa.Table, kind: str | pa.Array, value: pa.Array) -> pa.Array:

@@ -22,12 +22,12 @@ participant, a tape), the engine never guesses.
 
 The candidates are found by key, not by a scan: each fill's key (its venue, fee type and code,
 else its action; and its tier) is looked up by binary search in the version's sorted price keys
-(`ingest.price_keys`), the candidates' columns are read from the results index by position, and
-the rule is applied to all of them at once as column operations. (10M synthetic records, 1,000
-fills: a DuckDB join scanning the two million coded records took 98 ms, reading the candidates'
-fields from the serving copy 89 ms more, and the rule as a DuckDB query over the candidates
-alone 12 ms, most of it the query's own cost.) The answer's fields come from the record
-summary, and the fees are computed in 256-bit decimals.
+(`ingest.price_keys`), the candidates' codes are read by row from the price lines, and the rule
+is applied to all of them at once as column operations. (10M synthetic records, 1,000 fills: a
+DuckDB join scanning the two million coded records took 98 ms, reading the candidates' fields
+from the serving copy 89 ms more, and the rule as a DuckDB query over the candidates alone
+12 ms, most of it the query's own cost.) The answer's fields come from the price answers, and
+the fees are computed in 256-bit decimals.
 """
 
 from dataclasses import dataclass
@@ -39,11 +39,10 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ingest.layout import NULL_RANK, PRICED_UNITS
+from ingest.layout import PRICE_ANSWER_COLUMNS
 from ingest.schema import TAPES
 from service.dataset.index import ResultsIndex
-from service.dataset.price_keys import key
-from service.dataset.records import Records
+from service.dataset.price_keys import PriceKeys, key
 
 # What the engine is given: one row per fill that passed its checks (`fill` is its place in the
 # request, from 0), the venue as its code. `action` is null for a fill that names its fee code.
@@ -78,9 +77,6 @@ EXACT: Final = pa.decimal128(20, 8)
 HUNDREDTH: Final = pa.scalar(Decimal("0.01"), pa.decimal256(3, 2))
 ROUNDED: Final = pc.RoundOptions(ndigits=8, round_mode="half_towards_infinity")
 
-# What an answer prints of the line that priced a fill, from the record summary.
-ANSWERED: Final = ("record_id", "line_id", "fee_name", "amount", "source_url")
-
 # A fill's kinds of line, best last: another tier's line (only through a code), a line without
 # a tier, a standard line, the fill's own tier's line.
 OTHER_TIER, UNTIERED, STANDARD, OWN_TIER = range(4)
@@ -93,18 +89,19 @@ NOT_HELD, UNSAID = -2, -1
 
 @dataclass(frozen=True)
 class Candidates:
-    """The records some fills' keys find: for each, the fill (its row in the batch) and the
-    record's position; the rule reads both as the results index's codes, never as text (a
-    block of 400,000 fills has some 1.8 million candidates)."""
+    """The price lines some fills' keys find: for each, the fill (its row in the batch) and the
+    line's row; the rule reads both as the results index's codes, never as text (a block of
+    400,000 fills has some 1.8 million candidates)."""
 
     index: ResultsIndex
     fills: pa.Table
     owner: npt.NDArray[np.int64]
-    positions: npt.NDArray[np.int64]
+    rows: npt.NDArray[np.int64]
+    lines: npt.NDArray[np.void]  # the price lines at `rows`
 
     def line(self, column: str) -> npt.NDArray[np.int64]:
         """Each candidate's code of a column of the index (0: no value)."""
-        return self.index.column(column)[self.positions].astype(np.int64)
+        return self.lines[column].astype(np.int64)
 
     def given(self, column: str, values: pa.Array) -> npt.NDArray[np.int64]:
         """Each candidate's fill's value (one per fill) as the column's code: `UNSAID` where
@@ -123,11 +120,7 @@ class Candidates:
     def priceable(self) -> npt.NDArray[np.bool_]:
         """Whether each candidate is a line a fill may pay: of fees and rebates, with an amount
         in a unit the engine counts (a fee code's key names every record carrying it)."""
-        priceable: npt.NDArray[np.bool_] = (
-            np.isin(self.line("fee_category"), self.codes("fee_category", "fees_and_rebates"))
-            & np.isin(self.line("unit"), self.codes("unit", *PRICED_UNITS))
-            & (self.index.column("amount_rank")[self.positions] != NULL_RANK)
-        )
+        priceable: npt.NDArray[np.bool_] = self.lines["priceable"] == 1
         return priceable
 
     def in_force(self) -> npt.NDArray[np.bool_]:
@@ -137,18 +130,17 @@ class Candidates:
 
 
 class Pricing:
-    """The engine over one version: its price keys, its results index and record summary."""
+    """The engine over one version: its price keys and lines, and the results index's codes."""
 
-    def __init__(self, index: ResultsIndex, summary: Records):
-        self._keys = index.price_keys
+    def __init__(self, index: ResultsIndex):
+        self._keys: PriceKeys = index.price_keys
         self._index = index
-        self._summary = summary
 
     def price(self, fills: pa.Table) -> pa.Table:
         """One row per fill of `fills` (`FILLS_SCHEMA`), in order: how many lines it may pay
         (`lines`), whether its tier is one of its venue's that day (`tier_known`), and when
-        one line, the fee and the line (`ANSWERED`); when several, their record ids
-        (`candidates`)."""
+        one line, the fee and the line (`PRICE_ANSWER_COLUMNS` and more); when several, their
+        record ids (`candidates`)."""
         fills = fills.cast(FILLS_SCHEMA).combine_chunks()
         count = fills.num_rows
         kind = pc.if_else(pc.is_valid(fills["fee_code"]), "C", "A")
@@ -163,9 +155,9 @@ class Pricing:
         np.maximum.at(best, found.owner[fit], kinds[fit])
         chosen = fit & (kinds == best[found.owner])
         lines = np.where(tier_known, np.bincount(found.owner[chosen], minlength=count), 0)
-        owners, positions = found.owner[chosen], found.positions[chosen]
+        owners, rows = found.owner[chosen], found.rows[chosen]
         single = lines[owners] == 1
-        answered = self._answered(fills, owners[single], positions[single])
+        answered = self._answered(fills, owners[single], rows[single])
         several = lines[owners] > 1
         return pa.table(
             {
@@ -173,21 +165,24 @@ class Pricing:
                 "lines": lines,
                 "tier_known": tier_known,
                 **answered,
-                "candidates": self._several(count, owners[several], positions[several]),
+                "candidates": self._several(count, owners[several], rows[several]),
             }
         )
 
     def _candidates(self, fills: pa.Table, keys: pa.Array) -> Candidates:
         """Each record keyed by a fill's key (a null key, a fill with no tier, finds none)."""
-        owner, positions = self._keys.find(keys)
-        return Candidates(self._index, fills, owner, positions)
+        owner, rows = self._keys.find(keys)
+        return Candidates(self._index, fills, owner, rows, self._keys.lines.take(rows))
 
     def _answered(
-        self, fills: pa.Table, owners: npt.NDArray[np.int64], positions: npt.NDArray[np.int64]
+        self, fills: pa.Table, owners: npt.NDArray[np.int64], rows: npt.NDArray[np.int64]
     ) -> dict[str, pa.Array]:
-        """The answer of each fill one line prices (`owners`, their lines at `positions`), in
+        """The answer of each fill one line prices (`owners`, their price lines at `rows`), in
         the batch's order, nulls for the others."""
-        summary = self._summary.table(positions, ("unit", "tier"), ANSWERED)
+        summary = self._keys.answers(rows, PRICE_ANSWER_COLUMNS)
+        lines = self._keys.lines.take(rows)
+        unit = self._index.decode("unit", lines["unit"])
+        confirmed_through = pa.array(lines["confirmed_through"]).cast(pa.date32())
         amount = summary["amount"].cast(EXACT)
         priced = pa.array(owners)  # the priced fills' rows in the batch
         quantity = _wide(fills["quantity"].take(priced))
@@ -199,20 +194,20 @@ class Pricing:
         )  # fmt: skip
         wide = percent.type
         fee = pc.round(
-            pc.if_else(pc.equal(summary["unit"], PERCENT), percent, per_unit.cast(wide)),
+            pc.if_else(pc.equal(unit, PERCENT), percent, per_unit.cast(wide)),
             options=ROUNDED,
         )
         day = fills["trade_date"].take(priced)
         columns = {
             "fee": fee,
             "amount": amount,
-            "unit": summary["unit"],
+            "unit": unit,
             "record_id": summary["record_id"],
             "line_id": summary["line_id"],
             "label": summary["fee_name"],
-            "line_tier": summary["tier"],
-            "confirmed_through": summary["confirmed_through"],
-            "presumed": pc.less(summary["confirmed_through"], day),
+            "line_tier": self._index.decode("tier", lines["tier"]),
+            "confirmed_through": confirmed_through,
+            "presumed": pc.less(confirmed_through, day),
             "source_link": summary["source_url"],
         }
         place = np.full(fills.num_rows, -1)
@@ -221,10 +216,10 @@ class Pricing:
         return {name: values.take(spread) for name, values in columns.items()}
 
     def _several(
-        self, count: int, owners: npt.NDArray[np.int64], positions: npt.NDArray[np.int64]
+        self, count: int, owners: npt.NDArray[np.int64], rows: npt.NDArray[np.int64]
     ) -> pa.Array:
         """The record ids of each fill several lines would price, sorted (null for the rest)."""
-        record_ids = self._summary.table(positions, (), ("record_id",))["record_id"].to_pylist()
+        record_ids = self._keys.answers(rows, ("record_id",))["record_id"].to_pylist()
         named: list[list[str] | None] = [None] * count
         for owner, record_id in sorted(zip(owners.tolist(), record_ids, strict=True)):
             named[owner] = [*(named[owner] or []), record_id]

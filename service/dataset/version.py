@@ -89,7 +89,7 @@ class Dataset:
         self.summary = Records(self.version_dir / INDEX_DIR, index)
         self.changes = ChangeList(self.version_dir / INDEX_DIR, index)
         self.classes = ClassIndex(self.version_dir / INDEX_DIR, index)
-        self._pricing = pricing.Pricing(index, self.summary)
+        self._pricing = pricing.Pricing(index)
         if self.summary.columns != list(layout.SUMMARY_COLUMNS):
             raise DamagedVersion(f"{self.version_dir.name}: the record summary's columns differ")
         [(rows,)] = self.db.query(queries.COUNT_SERVING)
