@@ -22,6 +22,8 @@ import pyarrow as pa
 
 from ingest.layout import (
     CODE_TYPES,
+    LINE_TEXT,
+    MAPPED_BATCH,
     PRICE_ANSWER_COLUMNS,
     PRICE_ANSWERS_FILE,
     PRICE_KEY_SEPARATOR,
@@ -30,6 +32,8 @@ from ingest.layout import (
     PRICE_LINES_FILE,
     PRICE_ROWS_FILE,
     PRICED_UNITS,
+    TEXT_ID,
+    key_bytes,
     sql_string,
 )
 
@@ -62,45 +66,53 @@ FROM (
 ORDER BY key, position
 """
 
-# The records some key names, in position order: whether a fill may pay each, and what an
-# answer prints of it.
+# The records some key names, in table (position) order, as the record summary is written:
+# whether a fill may pay each, and what an answer prints of it.
 PRICE_LINES: Final = f"""
-SELECT rowid AS position, {PRICEABLE} AS priceable, {", ".join(PRICE_ANSWER_COLUMNS)}
+SELECT
+    rowid AS position,
+    {PRICEABLE} AS priceable,
+    {TEXT_ID} AS record_id,
+    {LINE_TEXT} AS line_id,
+    fee_name,
+    amount,
+    source_url
 FROM {{records}}
 WHERE len(fee_codes) > 0 OR {BY_ACTION}
-ORDER BY rowid
 """
 
 
 def write_price_keys(con: duckdb.DuckDBPyConnection, records: str, index: Path) -> None:
     """Write the price keys and lines of the records in `records` (a table) into `index/`,
-    beside the results index's arrays (whose codes the lines copy)."""
-    lines = con.sql(PRICE_LINES.format(records=records)).to_arrow_table()
-    positions = np.asarray(lines["position"], dtype=np.uint32)
+    beside the results index's arrays (whose codes the lines copy). The answers are streamed
+    batch by batch, as the record summary is, never whole in memory."""
+    reader = con.sql(PRICE_LINES.format(records=records)).to_arrow_reader(MAPPED_BATCH)
+    answers = pa.schema([reader.schema.field(name) for name in PRICE_ANSWER_COLUMNS])
+    positions, priceable = [], []
+    with pa.ipc.new_file(index / PRICE_ANSWERS_FILE, answers) as writer:
+        for batch in reader:
+            positions.append(np.asarray(batch["position"], dtype=np.uint32))
+            priceable.append(np.asarray(batch["priceable"], dtype=np.uint8))
+            writer.write_batch(batch.select(list(PRICE_ANSWER_COLUMNS)))
+    lines = np.concatenate([np.zeros(0, np.uint32), *positions])
+    if np.any(np.diff(lines.astype(np.int64)) <= 0):
+        raise ValueError("the price lines are not in table order")
     rule = np.zeros(
-        len(positions),
+        len(lines),
         dtype=[("position", np.uint32), ("priceable", np.uint8)]
         + [(name, CODE_TYPES[name]) for name in PRICE_LINE_CODES],
     )
-    rule["position"] = positions
-    rule["priceable"] = np.asarray(lines["priceable"], dtype=np.uint8)
+    rule["position"] = lines
+    rule["priceable"] = np.concatenate([np.zeros(0, np.uint8), *priceable])
     for name in PRICE_LINE_CODES:
-        rule[name] = np.load(index / f"{name}.npy", mmap_mode="r")[positions]
+        rule[name] = np.load(index / f"{name}.npy", mmap_mode="r")[lines]
     np.save(index / PRICE_LINES_FILE, rule)
     del rule
-    # One batch (the service takes rows without crossing batches), its text in large strings.
-    answers = lines.select(list(PRICE_ANSWER_COLUMNS))
-    answers = answers.cast(
-        pa.schema(
-            pa.field(field.name, pa.large_string()) if field.type == pa.string() else field
-            for field in answers.schema
-        )
-    ).combine_chunks()
-    with pa.ipc.new_file(index / PRICE_ANSWERS_FILE, answers.schema) as writer:
-        writer.write_table(answers, max_chunksize=max(answers.num_rows, 1))
-    del lines, answers
-    table = con.sql(PRICE_KEYS.format(records=records)).to_arrow_table()
-    keys = [key.encode() for key in table["key"].to_pylist()]
-    np.save(index / PRICE_KEYS_FILE, np.array(keys, dtype=np.bytes_))
-    rows = np.searchsorted(positions, np.asarray(table["position"]))
-    np.save(index / PRICE_ROWS_FILE, rows.astype(np.uint32))
+    # The keys too a batch at a time, each batch's as bytes as wide as its longest; NumPy joins
+    # them at the widest.
+    keys, rows = [np.zeros(0, "S1")], [np.zeros(0, np.uint32)]
+    for batch in con.sql(PRICE_KEYS.format(records=records)).to_arrow_reader(MAPPED_BATCH):
+        keys.append(key_bytes(batch["key"]))
+        rows.append(np.searchsorted(lines, np.asarray(batch["position"])).astype(np.uint32))
+    np.save(index / PRICE_KEYS_FILE, np.concatenate(keys))
+    np.save(index / PRICE_ROWS_FILE, np.concatenate(rows))

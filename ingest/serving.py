@@ -40,6 +40,7 @@ from ingest.layout import (
     INDEX_DIR,
     LINE_FILES,
     LINE_TEXT,
+    MAPPED_BATCH,
     NO_END,
     NULL_RANK,
     SERVING_FILE,
@@ -128,7 +129,6 @@ SELECT
     ended_by
 FROM {RECORDS}
 """
-SUMMARY_BATCH: Final = 122_880  # rows per record batch: DuckDB's row group
 
 DISTINCT_VALUES: Final = (
     f"SELECT list(DISTINCT {{column}} ORDER BY {{column}}) FILTER ({{column}} IS NOT NULL) "
@@ -221,7 +221,7 @@ def _write_lines(
 def _write_summary(con: duckdb.DuckDBPyConnection, path: Path) -> None:
     """The record summary, streamed batch by batch into an Arrow IPC file (never whole in
     memory)."""
-    reader = con.sql(SUMMARY).to_arrow_reader(SUMMARY_BATCH)
+    reader = con.sql(SUMMARY).to_arrow_reader(MAPPED_BATCH)
     if list(reader.schema.names) != list(SUMMARY_COLUMNS):
         raise ValueError("the record summary's columns are not SUMMARY_COLUMNS")
     with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_file(sink, reader.schema) as writer:

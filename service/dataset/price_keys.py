@@ -19,7 +19,9 @@ from ingest.layout import (
     PRICE_KEYS_FILE,
     PRICE_LINES_FILE,
     PRICE_ROWS_FILE,
+    key_bytes,
 )
+from service.dataset.mapped import MappedTable
 
 
 class PriceKeys:
@@ -29,17 +31,14 @@ class PriceKeys:
         self._rows = np.asarray(np.load(directory / PRICE_ROWS_FILE, mmap_mode="r"))
         # Per row: `position`, `priceable` and the results index's codes (`PRICE_LINE_CODES`).
         self.lines = np.asarray(np.load(directory / PRICE_LINES_FILE, mmap_mode="r"))
-        mapped = pa.memory_map(str(directory / PRICE_ANSWERS_FILE))
-        self._answers = pa.ipc.open_file(mapped).read_all().combine_chunks()  # one batch
+        self._answers = MappedTable(directory / PRICE_ANSWERS_FILE)
 
     def find(self, keys: pa.Array) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
         """The price lines each key names: for each, the key's place in `keys` and the line's
         row, in the keys' order (a null key names none)."""
         # Only the keys given are encoded and searched (most fills name no tier).
         given = np.flatnonzero(np.asarray(pc.is_valid(keys).to_numpy(zero_copy_only=False)))
-        sought = np.array(
-            [key.encode() for key in keys.take(pa.array(given)).to_pylist()], dtype=np.bytes_
-        )
+        sought = key_bytes(keys.take(pa.array(given)))
         # A key longer than every key written names no record; the rest are looked up as the
         # keys' own type (a longer type would not compare with them).
         known = np.char.str_len(sought) <= self._keys.itemsize
@@ -57,15 +56,8 @@ class PriceKeys:
         return owner, self._rows[at].astype(np.int64)
 
     def answers(self, rows: npt.NDArray[np.int64], columns: tuple[str, ...]) -> pa.Table:
-        """What an answer prints of the lines at `rows` (`PRICE_ANSWER_COLUMNS`), in order,
-        its text as plain strings."""
-        taken = self._answers.select(list(columns)).take(pa.array(rows))
-        return taken.cast(
-            pa.schema(
-                pa.field(field.name, pa.string()) if field.type == pa.large_string() else field
-                for field in taken.schema
-            )
-        )
+        """What an answer prints of the lines at `rows` (`PRICE_ANSWER_COLUMNS`), in order."""
+        return self._answers.take(rows, columns)
 
     def coded(self, pairs: list[tuple[str, str]], codes: list[str]) -> npt.NDArray[np.int64]:
         """The positions of the records of any of these venues and fee types that carry any of

@@ -10,26 +10,20 @@ the vectors in DuckDB's buffers (random line lookups took the server from 274 to
 import itertools
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Final
 
 import numpy as np
 import pyarrow as pa
 
-from ingest.layout import CODED, NO_RECORD, SUMMARY_FILE
+from ingest.layout import CODED, SUMMARY_FILE
 from service.dataset.index import Array, ResultsIndex
-
-# The most records a batch of the summary gives as one-row slices rather than by one take.
-FEW: Final = 32
+from service.dataset.mapped import MappedTable
 
 
 class Records:
     def __init__(self, directory: Path, index: ResultsIndex) -> None:
-        table = pa.ipc.open_file(pa.memory_map(str(directory / SUMMARY_FILE))).read_all()
-        self.columns = table.column_names
-        self.size = table.num_rows  # records, as many as the version holds
-        self._schema = table.schema
-        self._batches = table.to_batches()
-        self._starts = np.cumsum([0, *(batch.num_rows for batch in self._batches)])
+        self._summary = MappedTable(directory / SUMMARY_FILE)
+        self.columns = self._summary.columns
+        self.size = self._summary.size  # records, as many as the version holds
         self._index = index
 
     def tables(self, parts: Sequence[Array]) -> list[pa.Table]:
@@ -49,27 +43,7 @@ class Records:
         summary's columns (those of `summary` when given: fewer columns, fewer copies), then
         the `coded` ones (`ResultsIndex.decoded`)."""
         positions = np.asarray(positions, dtype=np.int64)
-        present = positions != NO_RECORD
-        wanted = np.unique(positions[present])
-        # Where each batch's positions begin among the wanted (sorted): one slice per batch.
-        cuts = np.searchsorted(wanted, self._starts).tolist()
-        taken: list[pa.RecordBatch] = []
-        schema = self._schema if summary is None else pa.schema(
-            [self._schema.field(name) for name in summary]
-        )
-        for whole, start, begin, end in zip(
-            self._batches, self._starts.tolist(), cuts, cuts[1:], strict=False
-        ):
-            if begin == end:
-                continue
-            batch = whole if summary is None else whole.select(list(summary))
-            if end - begin > FEW:
-                taken.append(batch.take(pa.array(wanted[begin:end] - start)))
-            else:  # a take costs 90 µs a batch; a one-row slice, 1 µs
-                taken.extend(batch.slice(at - start, 1) for at in wanted[begin:end].tolist())
-        wanted_rows = pa.Table.from_batches(taken, schema=schema).combine_chunks()
-        place = pa.array(np.searchsorted(wanted, positions), mask=~present)
-        records = wanted_rows.take(place)
+        records = self._summary.take(positions, summary)
         for name, values in self._index.decoded(positions, coded).items():
             records = records.append_column(name, values)
         return records
