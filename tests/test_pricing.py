@@ -15,10 +15,14 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import duckdb
+import numpy as np
+import pyarrow as pa
 import pytest
 
+from ingest import price_keys
 from ingest.layout import current_version_dir
 from ingest.pipeline import IngestResult, run_ingest
+from service.dataset.mapped import MappedTable
 from service.dataset.version import Dataset
 from service.endpoints import fills
 from service.settings import Settings
@@ -540,3 +544,34 @@ def test_the_readmes_worked_example_is_the_embedded_datas_answer(
 def test_trailing_zeros_are_not_decimal_places(dataset: Dataset) -> None:
     [answer] = answers(dataset, [fill("nyse", "2023-06-01", "500.0000000", "25.000000000", "take")])
     assert (answer["fee"], answer["error"]) == (1.5, None)
+
+
+def test_the_price_answers_are_written_in_whole_batches_in_order() -> None:
+    """DuckDB yields a filtered row group as one short batch; the answers file joins them into
+    batches of a fixed size, the rows in their order."""
+    values = pa.array(range(15))
+    sizes = (3, 5, 0, 7)
+    starts = [sum(sizes[:at]) for at in range(len(sizes))]
+    batches = [
+        pa.record_batch([values.slice(start, size)], names=["n"])
+        for start, size in zip(starts, sizes, strict=True)
+    ]
+    reader = pa.RecordBatchReader.from_batches(batches[0].schema, batches)
+    joined = list(price_keys._rebatched(reader, 4))
+    assert [batch.num_rows for batch in joined] == [4, 4, 4, 3]
+    assert pa.Table.from_batches(joined)["n"].to_pylist() == list(range(15))
+
+
+def test_a_mapped_file_gives_rows_in_the_order_asked_across_its_batches(tmp_path: Path) -> None:
+    """The record summary and the price answers are read by position across their batches,
+    one-row slices and takes alike, a `NO_RECORD` position as a row of nulls."""
+    table = pa.table({"n": pa.array(range(1_000)), "text": [f"r{n}" for n in range(1_000)]})
+    path = tmp_path / "rows.arrow"
+    with pa.ipc.new_file(path, table.schema) as writer:
+        writer.write_table(table, max_chunksize=97)
+    mapped = MappedTable(path)
+    rng = random.Random(5)
+    for count in (0, 1, 20, 900):  # few a batch (slices), many (takes)
+        positions = [rng.randrange(-1, 1_000) for _ in range(count)]
+        rows = mapped.take(np.array(positions, dtype=np.int64), ("text",)).to_pylist()
+        assert rows == [{"text": None if at == -1 else f"r{at}"} for at in positions]

@@ -39,7 +39,7 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ingest.layout import PRICE_ANSWER_COLUMNS
+from ingest.layout import NO_RECORD, PRICE_ANSWER_COLUMNS
 from ingest.schema import TAPES
 from service.dataset.index import ResultsIndex
 from service.dataset.price_keys import PriceKeys, key
@@ -178,42 +178,45 @@ class Pricing:
         self, fills: pa.Table, owners: npt.NDArray[np.int64], rows: npt.NDArray[np.int64]
     ) -> dict[str, pa.Array]:
         """The answer of each fill one line prices (`owners`, their price lines at `rows`), in
-        the batch's order, nulls for the others."""
-        summary = self._keys.answers(rows, PRICE_ANSWER_COLUMNS)
+        the batch's order, nulls for the others: read in that order, never taken again."""
+        line_of = np.full(fills.num_rows, NO_RECORD)  # each fill's price line's row, or none
+        line_of[owners] = rows
+        unpriced = line_of == NO_RECORD
+        summary = self._keys.answers(line_of, PRICE_ANSWER_COLUMNS)
         lines = self._keys.lines.take(rows)
-        unit = self._index.decode("unit", lines["unit"])
-        confirmed_through = pa.array(lines["confirmed_through"]).cast(pa.date32())
+
+        def code(column: str) -> npt.NDArray[np.int64]:
+            """Each fill's line's code of a column (0, no value, for a fill not priced)."""
+            codes = np.zeros(fills.num_rows, np.int64)
+            codes[owners] = lines[column]
+            return codes
+
+        unit = self._index.decode("unit", code("unit"))
+        confirmed_through = pa.array(code("confirmed_through"), pa.int32(), mask=unpriced)
+        confirmed_through = confirmed_through.cast(pa.date32())
         amount = summary["amount"].cast(EXACT)
-        priced = pa.array(owners)  # the priced fills' rows in the batch
-        quantity = _wide(fills["quantity"].take(priced))
+        quantity = _wide(fills["quantity"])
         per_unit = pc.multiply(quantity, _wide(amount))
         percent = pc.multiply(
-            pc.multiply(pc.multiply(quantity, _wide(fills["price"].take(priced))),
-                        _wide(amount)),
-            HUNDREDTH,
-        )  # fmt: skip
+            pc.multiply(pc.multiply(quantity, _wide(fills["price"])), _wide(amount)), HUNDREDTH
+        )
         wide = percent.type
         fee = pc.round(
             pc.if_else(pc.equal(unit, PERCENT), percent, per_unit.cast(wide)),
             options=ROUNDED,
         )
-        day = fills["trade_date"].take(priced)
-        columns = {
+        return {
             "fee": fee,
             "amount": amount,
             "unit": unit,
             "record_id": summary["record_id"],
             "line_id": summary["line_id"],
             "label": summary["fee_name"],
-            "line_tier": self._index.decode("tier", lines["tier"]),
+            "line_tier": self._index.decode("tier", code("tier")),
             "confirmed_through": confirmed_through,
-            "presumed": pc.less(confirmed_through, day),
+            "presumed": pc.less(confirmed_through, fills["trade_date"]),
             "source_link": summary["source_url"],
         }
-        place = np.full(fills.num_rows, -1)
-        place[owners] = np.arange(len(owners))
-        spread = pa.array(place, mask=place < 0)
-        return {name: values.take(spread) for name, values in columns.items()}
 
     def _several(
         self, count: int, owners: npt.NDArray[np.int64], rows: npt.NDArray[np.int64]

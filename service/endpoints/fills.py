@@ -275,12 +275,19 @@ def priced(fills: Fills, dataset: Dataset) -> pa.Table:
         if fills.engine.num_rows
         else pa.Table.from_pylist([], schema=pa.schema([("fill", pa.int64())]))
     )
-    place = pc.index_in(pa.array(range(fills.count), pa.int64()), value_set=engine["fill"])
+    # Each fill's row among the engine's (null: refused before it). When none was refused, the
+    # rows are the fills' own, in order, and are not taken again (a million answers' text).
+    place = (
+        None
+        if engine.num_rows == fills.count
+        else pc.index_in(pa.array(range(fills.count), pa.int64()), value_set=engine["fill"])
+    )
 
     def column(name: str, kind: pa.DataType) -> pa.Array:
         if name not in engine.column_names:
             return pa.nulls(fills.count, kind)
-        values = engine[name].combine_chunks().take(place)
+        values = engine[name].combine_chunks()
+        values = values if place is None else values.take(place)
         if pa.types.is_decimal(values.type):  # through its text: Arrow's own cast is not
             values = values.cast(STRING)  # correctly rounded (-0.0012 became -0.00120...01)
         return values.cast(kind)
