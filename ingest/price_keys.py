@@ -89,24 +89,25 @@ def write_price_keys(con: duckdb.DuckDBPyConnection, records: str, index: Path) 
     batch by batch, as the record summary is, never whole in memory."""
     reader = con.sql(PRICE_LINES.format(records=records)).to_arrow_reader(MAPPED_BATCH)
     answers = pa.schema([reader.schema.field(name) for name in PRICE_ANSWER_COLUMNS])
-    positions, priceable = [], []
+    batches_positions, batches_priceable = [], []
     with pa.ipc.new_file(index / PRICE_ANSWERS_FILE, answers) as writer:
         for batch in _rebatched(reader, MAPPED_BATCH):
-            positions.append(np.asarray(batch["position"], dtype=np.uint32))
-            priceable.append(np.asarray(batch["priceable"], dtype=np.uint8))
+            batches_positions.append(np.asarray(batch["position"], dtype=np.uint32))
+            batches_priceable.append(np.asarray(batch["priceable"], dtype=np.uint8))
             writer.write_batch(batch.select(list(PRICE_ANSWER_COLUMNS)))
-    lines = np.concatenate([np.zeros(0, np.uint32), *positions])
-    if np.any(np.diff(lines.astype(np.int64)) <= 0):
+    # Each price line's record position (an empty first part: a version may have none).
+    positions = np.concatenate([np.zeros(0, np.uint32), *batches_positions])
+    if np.any(np.diff(positions.astype(np.int64)) <= 0):
         raise ValueError("the price lines are not in table order")
     rule = np.zeros(
-        len(lines),
+        len(positions),
         dtype=[("position", np.uint32), ("priceable", np.uint8)]
         + [(name, CODE_TYPES[name]) for name in PRICE_LINE_CODES],
     )
-    rule["position"] = lines
-    rule["priceable"] = np.concatenate([np.zeros(0, np.uint8), *priceable])
+    rule["position"] = positions
+    rule["priceable"] = np.concatenate([np.zeros(0, np.uint8), *batches_priceable])
     for name in PRICE_LINE_CODES:
-        rule[name] = np.load(index / f"{name}.npy", mmap_mode="r")[lines]
+        rule[name] = np.load(index / f"{name}.npy", mmap_mode="r")[positions]
     np.save(index / PRICE_LINES_FILE, rule)
     del rule
     # The keys too a batch at a time, each batch's as bytes as wide as its longest; NumPy joins
@@ -114,7 +115,7 @@ def write_price_keys(con: duckdb.DuckDBPyConnection, records: str, index: Path) 
     keys, rows = [np.zeros(0, "S1")], [np.zeros(0, np.uint32)]
     for batch in con.sql(PRICE_KEYS.format(records=records)).to_arrow_reader(MAPPED_BATCH):
         keys.append(key_bytes(batch["key"]))
-        rows.append(np.searchsorted(lines, np.asarray(batch["position"])).astype(np.uint32))
+        rows.append(np.searchsorted(positions, np.asarray(batch["position"])).astype(np.uint32))
     np.save(index / PRICE_KEYS_FILE, np.concatenate(keys))
     np.save(index / PRICE_ROWS_FILE, np.concatenate(rows))
 
