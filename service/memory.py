@@ -23,10 +23,19 @@ import logging
 import os
 import sys
 from collections.abc import Callable, MutableMapping
+from pathlib import Path
+from typing import Final
 
 import pyarrow as pa
 
 log = logging.getLogger(__name__)
+
+# The parts of this process's resident set, as Linux's /proc status names them: anonymous
+# memory is the process's own (its heap, the response cache, Arrow's and DuckDB's buffers) and
+# bounds what a replica needs; file-backed pages are the mapped dataset files' pages (and the
+# libraries'), which the kernel drops and reads again under memory pressure.
+RESIDENT_PARTS: Final = {"anonymous": "RssAnon", "file": "RssFile", "shared": "RssShmem"}
+STATUS: Final = Path("/proc/self/status")
 
 DUCKDB_ALLOCATOR_ENV = "DUCKDB_JE_MALLOC_CONF"
 DUCKDB_ALLOCATOR_CONF = "dirty_decay_ms:1000,muzzy_decay_ms:0"
@@ -49,6 +58,21 @@ def release() -> None:
     pa.default_memory_pool().release_unused()
     if _TRIM is not None:
         _TRIM(0)
+
+
+def resident() -> dict[str, int]:
+    """This process's resident bytes by part (`RESIDENT_PARTS`); none where the system has no
+    /proc status (not Linux)."""
+    try:
+        text = STATUS.read_text(encoding="ascii")
+    except OSError:
+        return {}
+    fields = dict(line.split(":", 1) for line in text.splitlines() if ":" in line)
+    return {
+        part: int(fields[name].split()[0]) * 1024  # the status gives kB
+        for part, name in RESIDENT_PARTS.items()
+        if name in fields
+    }
 
 
 def configure_duckdb_allocator(environ: MutableMapping[str, str] = os.environ) -> None:

@@ -13,6 +13,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from ingest.pipeline import IngestResult
 from service.app import server_options
+from service.memory import STATUS
 from service.settings import Settings
 from tests.conftest import KEYS, LiveServer, account_key, exchange_headers, supplier_headers
 
@@ -79,6 +80,23 @@ def test_metrics_need_no_key_and_hold_no_key(client: httpx.Client) -> None:
     client.get("/api/v1/exchanges/", headers=exchange_headers())
     text = client.get("/metrics").text
     assert KEYS["full"] not in text and "fees_requests_total" in text
+
+
+@pytest.mark.skipif(not STATUS.exists(), reason="no /proc status: not Linux")
+def test_the_scrape_reports_the_processs_resident_memory_by_part(client: httpx.Client) -> None:
+    """Anonymous memory apart from the mapped files' pages: what a replica must be given. The
+    test server runs in this process, so its figures are this process's, read here from the
+    status as the kernel prints it (kB)."""
+    samples = scrape(client)
+    status = {
+        name: int(value.split()[0]) * 1024
+        for name, _, value in (line.partition(":") for line in STATUS.read_text().splitlines())
+        if name.startswith("Rss")
+    }
+    for part, name in (("anonymous", "RssAnon"), ("file", "RssFile"), ("shared", "RssShmem")):
+        reported = samples["fees_process_resident_bytes", (("part", part),)]
+        assert abs(reported - status[name]) <= 16 * 2**20, part
+    assert samples["fees_process_resident_bytes", (("part", "anonymous"),)] > 16 * 2**20
 
 
 PATHS_AND_ROUTES = [

@@ -22,6 +22,7 @@ from starlette.responses import Response
 from service.dataset.watcher import DatasetHolder
 from service.edge.cache import ResponseCache
 from service.edge.ratelimit import Limiter
+from service.memory import resident
 
 # Seconds: a cached answer takes well under a millisecond, an export can take many seconds.
 BUCKETS: Final = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
@@ -56,6 +57,14 @@ class ServiceCollector(Collector):
     def collect(self) -> Iterator[CounterMetricFamily | GaugeMetricFamily | HistogramMetricFamily]:
         yield from self._requests()
         yield from self._dataset()
+        memory = GaugeMetricFamily(
+            "fees_process_resident_bytes", "This process's resident memory by part: anonymous "
+            "(its own: what a replica must have), file (pages of the mapped dataset and "
+            "libraries, which the kernel reclaims) and shared.", labels=["part"],
+        )  # fmt: skip
+        for part, size in resident().items():
+            memory.add_metric([part], size)
+        yield memory
         cache = CounterMetricFamily(
             "fees_response_cache_lookups", "Response cache lookups, by result.", labels=["result"]
         )
