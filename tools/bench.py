@@ -59,6 +59,7 @@ from ingest.layout import (
     servable,
 )
 from service.app import server_options
+from service.edge.cache import ENTRY_BYTES
 from service.settings import Settings
 from tools.bench_ingest import ensure_synth, machine, synth_digest, write_section
 
@@ -207,6 +208,19 @@ RESULT_CASES = [
     (Case("results, page 10,000", f"{RESULTS}?page_size=20&page_number=10000",
           EXCHANGE_HEADERS), 50, 30.0),
 ]  # fmt: skip
+# A different results page each call, unfiltered and filtered, on the cache-on server: what
+# the results cases leave in a replica's memory (#40).
+SWEEP_PAGES = 300
+RESULTS_SWEEP = Case(
+    "results pages, a different one each call",
+    f"{RESULTS}?page_size=100&page_number=1",
+    EXCHANGE_HEADERS,
+    tuple(
+        f"{RESULTS}?page_size=100&page_number={page}{query}"
+        for page in range(1, SWEEP_PAGES + 1)
+        for query in ("", "&fee_type=equity")
+    )[1:],
+)
 CHANGES, COMPARE = "/api/v1/fee-changes/", "/api/v1/compare/"
 HISTORY_TARGET = 20.0  # p50 ms of a page of fee changes, and of a comparison (#23)
 HISTORY_CASES = [
@@ -253,10 +267,20 @@ def rss_mb(process: subprocess.Popen[bytes]) -> tuple[int, int]:
 
 
 def memory_kb(pid: int) -> dict[str, int]:
-    """A process's memory figures from /proc (VmRSS, VmHWM, ...), in KiB."""
+    """A process's memory figures from /proc (VmRSS, VmHWM, RssAnon, RssFile, ...), in KiB."""
     lines = Path(f"/proc/{pid}/status").read_text().splitlines()
     fields = dict(line.split(":", 1) for line in lines)
-    return {name: int(value.split()[0]) for name, value in fields.items() if name.startswith("Vm")}
+    return {
+        name: int(value.split()[0])
+        for name, value in fields.items()
+        if name.startswith(("Vm", "Rss"))
+    }
+
+
+def anonymous_mb(process: subprocess.Popen[bytes]) -> int:
+    """A process's anonymous resident memory, in MB: its own, apart from mapped files' pages
+    (what a replica must be given; `fees_process_resident_bytes{part="anonymous"}`)."""
+    return memory_kb(process.pid)["RssAnon"] // 1024
 
 
 def export_rate(port: int) -> tuple[int, float]:
@@ -512,6 +536,7 @@ def main(argv: list[str] | None = None) -> int:
         serving(quiet, quiet_port, probe, {**big, "FEES_LOG_LEVEL": "warning"}),
     ):
         ready_rss, _ = rss_mb(process)
+        ready_anonymous = anonymous_mb(process)
         loaded = (ceiling_port, args.seconds, args.connections)
         for case in cases(args.supplier):
             rounds = paired(args.port, case, *loaded)
@@ -530,11 +555,18 @@ def main(argv: list[str] | None = None) -> int:
             for case in cold_cases(datasets[largest], FRESH_REQUESTS)
             if case.more  # the exchange list is one request: the cache answers it
         ]
-        filled = Filled(ready_rss, rss_mb(process)[0], *cache_held(args.port))
+        filled = Filled(
+            ready_rss, rss_mb(process)[0], ready_anonymous, anonymous_mb(process),
+            *cache_held(args.port),
+        )  # fmt: skip
         switched = switch(
             args.port, datasets[largest], cases(args.supplier)[0], args.seconds, args.connections
         )
         warm_rss = rss_mb(process)
+        # The results pages on the same server, cache on: the memory a replica must have
+        # after the warm, cold and results cases (#40), a different page each call.
+        server_times(args.port, RESULTS_SWEEP, len(RESULTS_SWEEP.paths))
+        served_anonymous = anonymous_mb(process), cache_held(args.port)[1]
 
     # Cold at every size, with the response cache off (so it cannot help), then at the largest
     # the results pages and the export.
@@ -575,6 +607,7 @@ def main(argv: list[str] | None = None) -> int:
             f"{EXPORT.name}: {exported:,} rows at {rate:,.0f} rows/s "
             f"(target {EXPORT_TARGET:,}: {met(rate >= EXPORT_TARGET)}).",
             others_report(switched, warm_rss, (before, ended, after), ready_seconds),
+            anonymous_report(*served_anonymous),
             filled.report(),
         ]
     )
@@ -590,17 +623,23 @@ class Filled:
 
     ready_mb: int
     filled_mb: int
+    ready_anonymous_mb: int
+    filled_anonymous_mb: int
     answers: int
     held_bytes: int
 
     def report(self) -> str:
         grown, held = self.filled_mb - self.ready_mb, self.held_bytes / 2**20
+        anonymous = self.filled_anonymous_mb - self.ready_anonymous_mb
         return (
             f"Memory and the response cache: the server's RSS was {self.ready_mb:,} MB when "
             f"ready and {self.filled_mb:,} MB once the cold cases had filled its cache with "
             f"{self.answers:,} answers of {held:,.1f} MB (bound: FEES_CACHE_MB, 64 by default): "
-            f"{grown:+,} MB, {grown / held if held else 0:.1f} times what the cache holds. RSS "
-            "grows with the cache, which evicts its least recently used answers beyond its bound."
+            f"{grown:+,} MB, {grown / held if held else 0:.1f} times what the cache holds; its "
+            f"anonymous memory went from {self.ready_anonymous_mb:,} to "
+            f"{self.filled_anonymous_mb:,} MB ({anonymous:+,} MB, "
+            f"{anonymous / held if held else 0:.1f} times). The bound counts each answer's body "
+            f"and {ENTRY_BYTES:,} bytes beside it."
         )
 
 
@@ -617,6 +656,7 @@ WARM_TARGET = 0.90  # of the ceiling
 ACCESS_TARGET = 0.90  # a cached answer's req/s with access lines, of the same without
 FRESH_TARGET, FRESH_P50 = 0.30, 3.0  # cold with the cache on: of the ceiling; wrk's p50, ms
 COLD_RATE, COLD_P50, COLD_GROWTH = 2_000, 3.0, 1.5  # req/s, ms, p50 at largest / smallest
+ANONYMOUS_TARGET = 300  # MB, after the cache-on server's cases and the results pages (#40)
 WARM_RSS_TARGET, RSS_TARGET = 400, 500  # MB: after the cache-on server's cases; after an export
 READY_TARGET, SERVED_TARGET = 3.0, 1.0  # s, s
 # Where the server's standard error goes, so its access lines are written (`make run`'s go to
@@ -745,6 +785,18 @@ def detail_report(
         for case, calls, target, (p50, p99) in detail
     ]
     return "\n".join(lines)
+
+
+def anonymous_report(anonymous: int, cached_bytes: int) -> str:
+    """The cache-on server's anonymous memory after its warm, cold, switch and results cases,
+    against #40's target, with what its response cache then held."""
+    return (
+        f"Anonymous memory of the cache-on server after its warm, cold (cache on), switch and "
+        f"results cases ({len(RESULTS_SWEEP.paths):,} different results pages of 100): "
+        f"{anonymous:,} MB, its cache holding {cached_bytes / 2**20:,.1f} MB (target ≤ "
+        f"{ANONYMOUS_TARGET} MB with the default cache bound: "
+        f"{met(anonymous <= ANONYMOUS_TARGET)})."
+    )
 
 
 def others_report(
