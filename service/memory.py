@@ -1,4 +1,5 @@
-"""Handing freed memory back to the operating system at the few moments that free a lot.
+"""This process's memory: what it holds by part (`resident`, for `/metrics`), and handing freed
+memory back to the operating system at the few moments that free a lot.
 
 Opening a 10M-record version builds about 100 MB of short-lived arrays (the discovery prefix
 sums are made from the counts rollup), and an export streams hundreds of MB of Arrow batches.
