@@ -19,7 +19,6 @@ Results are printed and written between the markers of `docs/benchmarks.md`.
 import argparse
 import csv
 import os
-import re
 import statistics
 import subprocess
 import sys
@@ -32,7 +31,15 @@ from typing import Any
 import duckdb
 import httpx
 
-from tools.bench import ACCESS_LOG, EXCHANGE_HEADERS, Case, ensure_dataset, serving
+from tools.bench import (
+    ACCESS_LOG,
+    EXCHANGE_HEADERS,
+    Case,
+    ensure_dataset,
+    memory_kb,
+    met,
+    serving,
+)
 from tools.bench_ingest import machine, write_section
 
 PATH = "/api/v1/fee-estimates"
@@ -134,14 +141,10 @@ def command_run(source: Path, out: Path, data: Path) -> Run:
 def _status(pid: int) -> dict[str, int]:
     """The process's current `RssAnon` and `RssFile` (kB); none once it has ended."""
     try:
-        text = Path(f"/proc/{pid}/status").read_text()
+        memory = memory_kb(pid)
     except (FileNotFoundError, ProcessLookupError):
         return {}
-    return {name: int(kb) for name, kb in re.findall(r"^(RssAnon|RssFile):\s+(\d+) kB", text, re.M)}
-
-
-def met(ok: bool) -> str:
-    return "met" if ok else "**not met**"
+    return {name: memory[name] for name in ("RssAnon", "RssFile")}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -155,17 +155,16 @@ class Pricing:
         np.maximum.at(best, found.owner[fit], kinds[fit])
         chosen = fit & (kinds == best[found.owner])
         lines = np.where(tier_known, np.bincount(found.owner[chosen], minlength=count), 0)
-        owners, rows = found.owner[chosen], found.rows[chosen]
-        single = lines[owners] == 1
-        answered = self._answered(fills, owners[single], rows[single])
-        several = lines[owners] > 1
+        at = np.flatnonzero(chosen)  # the chosen candidates
+        single, several = at[lines[found.owner[at]] == 1], at[lines[found.owner[at]] > 1]
+        answered = self._answered(fills, found, single)
         return pa.table(
             {
                 "fill": fills["fill"],
                 "lines": lines,
                 "tier_known": tier_known,
                 **answered,
-                "candidates": self._several(count, owners[several], rows[several]),
+                "candidates": self._several(count, found.owner[several], found.rows[several]),
             }
         )
 
@@ -175,15 +174,15 @@ class Pricing:
         return Candidates(self._index, fills, owner, rows, self._keys.lines.take(rows))
 
     def _answered(
-        self, fills: pa.Table, owners: npt.NDArray[np.int64], rows: npt.NDArray[np.int64]
+        self, fills: pa.Table, found: Candidates, single: npt.NDArray[np.int64]
     ) -> dict[str, pa.Array]:
-        """The answer of each fill one line prices (`owners`, their price lines at `rows`), in
+        """The answer of each fill one line prices (the candidates at `single`, one a fill), in
         the batch's order, nulls for the others: read in that order, never taken again."""
+        owners, lines = found.owner[single], found.lines.take(single)
         line_of = np.full(fills.num_rows, NO_RECORD)  # each fill's price line's row, or none
-        line_of[owners] = rows
+        line_of[owners] = found.rows[single]
         unpriced = line_of == NO_RECORD
         summary = self._keys.answers(line_of, PRICE_ANSWER_COLUMNS)
-        lines = self._keys.lines.take(rows)
 
         def code(column: str) -> npt.NDArray[np.int64]:
             """Each fill's line's code of a column (0, no value, for a fill not priced)."""
