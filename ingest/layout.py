@@ -16,6 +16,7 @@ holds it to that.
                                                 (`CLASS_FILES`, `ingest.classes`) and the
                                                 change list (`CHANGE_FILES`, `ingest.changes`)
             index/records.arrow                 the record summary (`SUMMARY_COLUMNS`)
+            index/printed*                      the records as answers print them (`PRINTED_FILE`)
             index/price_*                       the price keys, lines, answers (`ingest.price_keys`)
             rollups/*.parquet                   discovery's counts (`ingest.rollups`)
 
@@ -42,8 +43,9 @@ from ingest.schema import CLOSED_VALUES, SCHEMA_VERSION, UNITS
 # the change list by class; 5: the confirmations (`confirmed_through`, `class_confirmed`), the
 # `standard` codes and `ended_by` in the record summary; 6: the `display`, `price_band`, `tier`
 # and `tapes` codes (and a `priceable` table in the serving copy); 7: the price keys in its place;
-# 8: the price lines and answers beside the keys.
-LAYOUT_VERSION: Final = 8
+# 8: the price lines and answers beside the keys; 9: the printed records and the record order
+# (a results page, a supplier page, a record by id, read without the serving copy).
+LAYOUT_VERSION: Final = 9
 
 # Where versions are published when neither `--data` nor FEES_DATA_DIR says.
 DEFAULT_DATA_DIR: Final = Path("data/warehouse")
@@ -132,6 +134,8 @@ def key_bytes(keys: pa.Array | pa.ChunkedArray) -> npt.NDArray[np.bytes_]:
     return np.frombuffer(
         padded.buffers()[1], dtype=f"S{width}", count=len(padded), offset=padded.offset * width
     )
+
+
 # The line index: `line_order`, every position in line order (line id, then effective start);
 # `lines_hi` and `lines_lo`, each line's id (the UUID's number, high and low 64 bits) in that
 # order; `line_bounds`, where each line's run begins in `line_order` (and, last, its length).
@@ -158,6 +162,58 @@ SUMMARY_COLUMNS: Final = (
     "source_url",
     "ended_by",
 )
+# The printed records: what a results page, a supplier page and a record by id print, a row per
+# record, so a record is read from two or three pages of disk rather than one per column (a
+# page not in memory costs 50-200 us on the benchmark machine; the summary's columns, 7 ms for
+# 20 random records at 10M). `printed.arrow`: per position, the JSON array of the record's
+# values of `PRINTED_COLUMNS` as a JSON answer prints them (`ingest.serving.PRINTED`: ids, days
+# and the publication time as text, the amount as a number), an uncompressed Arrow IPC file of
+# one text column, `record`, in batches of `MAPPED_BATCH`. `printed_codes.npy`: per position,
+# a NumPy structured array of the index's codes of `PRINTED_CODES` (as `CODE_TYPES`), the
+# days as days since 1970 (`NO_END` for an open end).
+PRINTED_FILE: Final = "printed.arrow"
+PRINTED_CODES_FILE: Final = "printed_codes.npy"
+PRINTED_COLUMNS: Final = (
+    "record_id",
+    "line_id",
+    "ingested_at",
+    "source_document",
+    "source_url",
+    "page_number",
+    "fee_name",
+    "fee_amount",
+    "amount",
+    "currency",
+    "fee_basis",
+    "action_details",
+    "participant_details",
+    "volume_tier",
+    "volume_criteria",
+    "symbols",
+    "excluded_symbols",
+    "conditions",
+    "exclusions",
+    "notes",
+    "extra_info",
+    "ended_by",
+    "fee_codes",
+    "tapes",
+    "complete_as_of",
+    "source_file",
+    "source_line",
+)
+PRINTED_CODES: Final = (
+    "exchange",
+    "version_id",
+    "tier",
+    *CODED,
+    "effective_start",
+    "effective_end",
+    "confirmed_through",
+)
+# Every position in record id order (`record_order.npy`, 32-bit): a record is found by its id
+# with a binary search over the summary's ids in this order.
+RECORD_ORDER: Final = "record_order"
 # A record's class: its codes of `CLASSED`, the dimensions a comparison and a filtered change
 # list select by, as one number in mixed radix (`class_numbers`, in code order: a fee type's
 # classes are one range of numbers, and a fee category's within it). There are `CLASSES`

@@ -14,6 +14,9 @@ ingest writes beside them, because finding 20 rows in Parquet means decoding who
                      (`ingest.changes`); and the price keys (`ingest.price_keys`)
     index/records.arrow  the record summary: the printed fields the history answers read,
                      by position (`SUMMARY_COLUMNS`)
+    index/printed.arrow, printed_codes.npy  the printed records: a record's fields as a
+                     JSON answer prints them, a row per position (`PRINTED_COLUMNS`, then
+                     `PRINTED_CODES`); `record_order.npy`, the positions in record id order
 
 The service memory-maps the arrays, so opening a version costs nothing and a page touches only
 the parts of the arrays it reads (`service.dataset.index`).
@@ -43,6 +46,11 @@ from ingest.layout import (
     MAPPED_BATCH,
     NO_END,
     NULL_RANK,
+    PRINTED_CODES,
+    PRINTED_CODES_FILE,
+    PRINTED_COLUMNS,
+    PRINTED_FILE,
+    RECORD_ORDER,
     SERVING_FILE,
     SUMMARY_COLUMNS,
     SUMMARY_FILE,
@@ -130,6 +138,23 @@ SELECT
 FROM {RECORDS}
 """
 
+# How a JSON answer prints a column whose stored value JSON has no type for: the ids as text (the
+# serving copy holds UUIDs), the decimal amount as a number, days as `YYYY-MM-DD` and the
+# publication time in UTC to the microsecond.
+JSON_VALUES: Final = {
+    "record_id": TEXT_ID,
+    "line_id": LINE_TEXT,
+    "amount": "CAST(amount AS DOUBLE)",
+    "ingested_at": "strftime(timezone('UTC', ingested_at), '%Y-%m-%dT%H:%M:%S.%fZ')",
+    "complete_as_of": "strftime(complete_as_of, '%Y-%m-%d')",
+}
+# The printed records (`PRINTED_COLUMNS`), in table order: one JSON array per record.
+PRINTED: Final = f"""
+SELECT CAST(json_array({", ".join(JSON_VALUES.get(column, column) for column in PRINTED_COLUMNS)})
+    AS VARCHAR) AS record
+FROM {RECORDS}
+"""
+
 DISTINCT_VALUES: Final = (
     f"SELECT list(DISTINCT {{column}} ORDER BY {{column}}) FILTER ({{column}} IS NOT NULL) "
     f"FROM {RECORDS}"
@@ -168,19 +193,27 @@ def _write_index(con: duckdb.DuckDBPyConnection, index: Path) -> None:
     # What the class index and the change list read; the other arrays are let go once saved.
     read = {*CLASSED, *CLASSES_READ, *CHANGES_READ}
     arrays = {}
+    printed = np.empty(
+        len(columns["exchange"]), dtype=[(name, CODE_TYPES[name]) for name in PRINTED_CODES]
+    )
     for name, kind in CODE_TYPES.items():
         array = np.asarray(columns.pop(name), dtype=kind)
         np.save(index / f"{name}.npy", array)
+        if name in PRINTED_CODES:
+            printed[name] = array
         if name in read:
             arrays[name] = array
     del array
+    np.save(index / PRINTED_CODES_FILE, printed)
+    del printed
     arrays["record_rank"], arrays["amount_rank"] = _write_ranks(con, index)
     classes = class_numbers(arrays)
     write_classes(index, arrays, classes, len(names["exchange"]))
     arrays = {name: arrays[name] for name in CHANGES_READ}  # the rest let go before the list
     write_changes(con, RECORDS, index, arrays, classes, _write_lines(con, index))
     del arrays, classes
-    _write_summary(con, index / SUMMARY_FILE)
+    _write_mapped(con, SUMMARY, SUMMARY_COLUMNS, index / SUMMARY_FILE)
+    _write_mapped(con, PRINTED, ("record",), index / PRINTED_FILE)
     write_price_keys(con, RECORDS, index)
     (index / CODES_FILE).write_text(json.dumps(names, indent=1) + "\n", encoding="utf-8")
 
@@ -190,6 +223,7 @@ def _write_ranks(
 ) -> tuple[npt.NDArray[np.uint32], npt.NDArray[np.uint32]]:
     """Each position's rank in record id order, and its amount's rank (both returned)."""
     by_record = con.execute(BY_RECORD_ID).fetchnumpy()["position"]
+    np.save(index / f"{RECORD_ORDER}.npy", np.asarray(by_record, dtype=np.uint32))
     records = _by_position(by_record, np.arange(len(by_record)))
     del by_record
     np.save(index / "record_rank.npy", records)
@@ -218,12 +252,14 @@ def _write_lines(
     return arrays["line_order"], arrays["line_bounds"]
 
 
-def _write_summary(con: duckdb.DuckDBPyConnection, path: Path) -> None:
-    """The record summary, streamed batch by batch into an Arrow IPC file (never whole in
-    memory)."""
-    reader = con.sql(SUMMARY).to_arrow_reader(MAPPED_BATCH)
-    if list(reader.schema.names) != list(SUMMARY_COLUMNS):
-        raise ValueError("the record summary's columns are not SUMMARY_COLUMNS")
+def _write_mapped(
+    con: duckdb.DuckDBPyConnection, sql: str, columns: tuple[str, ...], path: Path
+) -> None:
+    """A query's rows (the summary, the details), streamed batch by batch into an Arrow IPC
+    file the service memory-maps (never whole in memory)."""
+    reader = con.sql(sql).to_arrow_reader(MAPPED_BATCH)
+    if list(reader.schema.names) != list(columns):
+        raise ValueError(f"the columns of {path.name} are not those of its layout")
     with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_file(sink, reader.schema) as writer:
         for batch in reader:
             writer.write_batch(batch)

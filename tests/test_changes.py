@@ -27,6 +27,9 @@ from ingest.layout import (
     PRICE_KEYS_FILE,
     PRICE_LINES_FILE,
     PRICE_ROWS_FILE,
+    PRINTED_CODES_FILE,
+    PRINTED_FILE,
+    RECORD_ORDER,
     SUMMARY_FILE,
 )
 from ingest.pipeline import IngestResult
@@ -331,10 +334,15 @@ def test_both_prefixes_and_spellings_answer_the_same_changes(client: httpx.Clien
 
 def test_the_index_holds_every_file_the_layout_names(fixture_version: IngestResult) -> None:
     """The layout is the contract: the ingest writes what it names, and nothing else."""
-    arrays = [*CODE_TYPES, "record_rank", "amount_rank", *LINE_FILES, *CLASS_FILES, *CHANGE_FILES]
+    arrays = [
+        *CODE_TYPES, "record_rank", "amount_rank", RECORD_ORDER, *LINE_FILES, *CLASS_FILES,
+        *CHANGE_FILES,
+    ]  # fmt: skip
     expected = {f"{name}.npy" for name in arrays} | {
         CODES_FILE,
         SUMMARY_FILE,
+        PRINTED_FILE,
+        PRINTED_CODES_FILE,
         PRICE_KEYS_FILE,
         PRICE_ROWS_FILE,
         PRICE_LINES_FILE,

@@ -1,9 +1,13 @@
 """Faults in the data: a damaged file fails only the requests that read it (503 in the family's
 envelope, reported by the readiness probe), a version that does not match its manifest is
-refused at load, and a query past its time limit is stopped."""
+refused at load, and a query past its time limit is stopped. The service answers from its own
+copies of the records (the serving copy, the index, the record summary and details): the
+venues' Parquet files are the analysts', and damage to one after a version is served fails no
+request."""
 
 import json
 import os
+import re
 import shutil
 import time
 from collections.abc import Callable, Iterator
@@ -66,50 +70,53 @@ DAMAGE: dict[str, Callable[[Path], None]] = {
 
 
 @pytest.mark.parametrize("damage", list(DAMAGE.values()), ids=list(DAMAGE))
-def test_a_damaged_venue_file_fails_its_requests_with_503_and_the_rest_keeps_working(
+def test_a_damaged_venue_file_fails_no_request_of_the_version_served(
     version: IngestResult, live: httpx.Client, damage: Callable[[Path], None]
 ) -> None:
     assert live.get("/readyz").json()["status"] == "ready"
     page = "/api/v1/fee-schedule-results/?exchange_name=nasdaq&page_size=1"
     [record] = live.get(page, headers=exchange_headers()).json()["data"]
+    exchange_paths = (
+        page,
+        f"/api/v1/fee-schedule-results/{record['record_id']}",
+        "/api/v1/fee-schedule-results/?exchange_name=nasdaq&format=csv",
+    )
+    supplier_paths = (NASDAQ_DATA, NASDAQ_DATA + "/count", "/api/v1/suppliers/nasdaq/actions")
+    calls = [(path, exchange_headers()) for path in exchange_paths] + [
+        (path, supplier_headers()) for path in supplier_paths
+    ]
+    before = {path: live.get(path, headers=headers).content for path, headers in calls}
     damage(venue_file(version, "nasdaq"))
-    # A record by id is looked up in the Parquet files.
-    by_id = live.get(
-        f"/api/v1/fee-schedule-results/{record['record_id']}", headers=exchange_headers()
-    )
-    assert (by_id.status_code, by_id.json()["error"]) == (
-        503,
-        {"code": "UNAVAILABLE", "message": UNREADABLE},
-    )
-    # Pages and counts (the serving copy and its index) and discovery (the rollups held in
-    # memory) read no venue file: they are untouched.
-    for path in (
-        NASDAQ_DATA,
-        NASDAQ_DATA + "/count",
-        MEMX_DATA,
-        "/api/v1/suppliers/nasdaq/actions",
-    ):
-        assert live.get(path, headers=supplier_headers()).status_code == 200
-    assert live.get(page, headers=exchange_headers()).status_code == 200
-    ready = live.get("/readyz")
-    assert ready.status_code == 503
-    assert ready.json()["status"] == "degraded"
-    assert any("exchange=nasdaq/data_0.parquet" in fault for fault in ready.json()["faults"])
-    assert str(version.version_dir) not in ready.text  # paths are shown inside the version
+    for path, headers in calls:  # the same answers, from the service's own copies
+        answer = live.get(path, headers=headers)
+        assert answer.status_code == 200, path
+        assert _without_timing(answer.content) == _without_timing(before[path]), path
+    assert live.get("/readyz").json()["status"] == "ready"
 
 
-def test_a_damaged_serving_copy_fails_pages_with_503_in_the_exchange_envelope(
+def _without_timing(body: bytes) -> bytes:
+    """An answer's body without its query time (`meta.query_time_ms`, the one part that moves)."""
+    return re.sub(rb'"query_time_ms":[0-9.]+', b"", body)
+
+
+def test_a_damaged_serving_copy_fails_downloads_with_503_in_the_exchange_envelope(
     version: IngestResult, live: httpx.Client
 ) -> None:
     serving = version.version_dir / "serving.duckdb"
     with serving.open("r+b") as handle:  # every block after the header: checksums fail
         handle.seek(3 * 4096)
         handle.write(b"\xa5" * (serving.stat().st_size - 3 * 4096))
-    page = live.get("/api/v1/fee-schedule-results/?page_size=5", headers=exchange_headers())
-    assert page.status_code == 503
-    assert page.json()["error"] == {"code": "UNAVAILABLE", "message": UNREADABLE}
+    results = "/api/v1/fee-schedule-results/?page_size=5"
+    download = live.get(results + "&format=csv", headers=exchange_headers())
+    assert download.status_code == 503
+    assert download.json()["error"] == {"code": "UNAVAILABLE", "message": UNREADABLE}
+    # Pages are printed from the record summary and details, not the serving copy.
+    assert live.get(results, headers=exchange_headers()).status_code == 200
     assert live.get("/api/v1/exchanges/", headers=exchange_headers()).status_code == 200
-    assert live.get("/readyz").json()["status"] == "degraded"
+    ready = live.get("/readyz")
+    assert (ready.status_code, ready.json()["status"]) == (503, "degraded")
+    assert ready.json()["faults"], ready.text
+    assert str(version.version_dir) not in ready.text  # paths are shown inside the version
 
 
 def republish(version: IngestResult, change: Callable[[Path], None]) -> Path:

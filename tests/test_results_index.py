@@ -11,6 +11,7 @@ import random
 from collections.abc import Iterator
 from datetime import date, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -24,6 +25,7 @@ from tests.conftest import FILTER_VALUES, Indexed
 REPO = Path(__file__).resolve().parent.parent
 REQUESTS = 400
 RESULTS = "/api/v1/fee-schedule-results/"
+PLAIN = queries.Included()  # no optional part, no day
 PAGES = [
     {"page_size": "5"},
     {"page_size": "3", "page_number": "2", "order_by": "amount", "order_dir": "asc"},
@@ -66,15 +68,20 @@ def random_selection(rng: random.Random, indexed: Indexed) -> queries.Selection:
 
 def sql_page(
     dataset: Dataset, selection: queries.Selection, order_by: str, order_dir: str,
-    offset: int, size: int,
-) -> tuple[int, list[str]]:  # fmt: skip
+    offset: int, size: int, included: queries.Included = PLAIN,
+) -> tuple[int, list[dict[str, Any]]]:  # fmt: skip
+    """The count and the page's records, as plain SQL over the Parquet files gives them."""
     selection = dataset.scoped(selection)
     [(count,)] = dataset.db.query(*reference_sql.count_matching(selection))
     sql, parameters = reference_sql.page_of_results(
         selection, order_by=order_by, order_dir=order_dir, limit=size, offset=offset,
-        included=queries.Included(),
+        included=included,
     )  # fmt: skip
-    return int(count), [str(row["record_id"]) for row in dataset.db.rows(sql, parameters)]
+    return int(count), dataset.db.rows(sql, parameters)
+
+
+def ids(rows: list[dict[str, Any]]) -> list[str]:
+    return [row["record_id"] for row in rows]
 
 
 def page(
@@ -96,20 +103,11 @@ def chunks(
 
 def index_page(
     dataset: Dataset, index: ResultsIndex, selection: queries.Selection, order_by: str,
-    order_dir: str, offset: int, size: int,
-) -> tuple[int, list[str]]:  # fmt: skip
+    order_dir: str, offset: int, size: int, included: queries.Included,
+) -> tuple[int, list[dict[str, Any]]]:  # fmt: skip
+    """The count and the page's records, as the service finds and prints them."""
     count, positions = page(index, selection, order_by, order_dir, offset, size)
-    included = queries.Included(day=selection.in_force_on)
-    rows = dataset.rows_at(*queries.results_at(positions, included))
-    if selection.in_force_on is not None:  # presumed: no source shows the figure that day
-        presumed = dict(dataset.db.query(PRESUMED, {"day": selection.in_force_on}))
-        assert {row["record_id"]: row["presumed"] for row in rows} == {
-            row["record_id"]: presumed[row["record_id"]] for row in rows
-        }
-    return count, [str(row["record_id"]) for row in rows]
-
-
-PRESUMED = "SELECT record_id, confirmed_through < $day FROM fees"
+    return count, dataset.printed.records(positions, queries.RESULT_FIELDS, included)
 
 
 def test_the_index_pages_exactly_as_sql_orders_them(indexed: Indexed) -> None:
@@ -124,11 +122,17 @@ def test_the_index_pages_exactly_as_sql_orders_them(indexed: Indexed) -> None:
         last_page = max(expected_count - 1, 0) // size
         number = rng.choice([0, 1, rng.randrange(last_page + 1), last_page, last_page + 1])
         offset = number * size
-        expected = sql_page(indexed.dataset, selection, order_by, order_dir, offset, size)
-        found = index_page(
-            indexed.dataset, indexed.index, selection, order_by, order_dir, offset, size
+        # Every optional part, and the day's `presumed` (a results list for a day is printed
+        # with it), drawn, so each way of printing a record is held to the SQL's.
+        included = queries.Included(
+            source=rng.random() < 0.5,
+            relationships=rng.random() < 0.5,
+            day=selection.in_force_on or rng.choice([None, *indexed.days]),
         )
-        assert found == expected, (selection, order_by, order_dir, offset, size)
+        arguments = (selection, order_by, order_dir, offset, size, included)
+        expected = sql_page(indexed.dataset, *arguments)
+        found = index_page(indexed.dataset, indexed.index, *arguments)
+        assert found == expected, (selection, order_by, order_dir, offset, size, included)
         nonempty += bool(expected[1])
     assert nonempty > REQUESTS // 3  # the draw must exercise real pages, not only empty ones
 
@@ -167,8 +171,8 @@ def test_ordered_chunks_give_every_match_in_the_order_sql_gives(
         assert all(0 < len(positions) <= chunk for positions in walked)
         found = [int(position) for positions in walked for position in positions]
         assert len(found) == total
-        ids = indexed.dataset.rows_at(*queries.results_at(found, queries.Included()))
-        assert [str(row["record_id"]) for row in ids] == expected, (selection, order_by)
+        printed = indexed.dataset.printed.records(found, queries.RESULT_FIELDS, PLAIN)
+        assert ids(printed) == ids(expected), (selection, order_by)
         nonempty += bool(found)
     assert nonempty > 10
 
@@ -183,3 +187,16 @@ def test_an_export_reads_its_rows_a_chunk_at_a_time(indexed: Indexed) -> None:
     sizes = [batch.num_rows for batch in batches]
     assert sum(sizes) == total > 5_000
     assert max(sizes) <= 500 and len(sizes) >= total // 500
+
+
+def test_every_record_is_found_by_its_id_and_nothing_else_is(indexed: Indexed) -> None:
+    """A record by id is a binary search over the printed ids in `record_order`."""
+    dataset = indexed.dataset
+    every = [row["record_id"] for row in dataset.db.rows("SELECT record_id FROM fees", {})]
+    assert len(every) == dataset.records > 1000
+    positions = [dataset.printed.position_of(record_id) for record_id in every]
+    printed = dataset.printed.records(positions, queries.RESULT_FIELDS, PLAIN)
+    assert ids(printed) == every
+    lowest, highest = min(every), max(every)
+    for absent in ("", "0", lowest[:-1], lowest.upper(), highest + "0", "g", "~"):
+        assert dataset.printed.position_of(absent) is None, absent

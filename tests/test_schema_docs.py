@@ -5,12 +5,14 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
+from ingest.layout import LAYOUT_VERSION
 from ingest.pipeline import IngestResult
 from ingest.schema import (
     FEE_COLUMNS,
     PUBLISHED_REQUIRED,
     RAW_COLUMNS,
     REQUIRED,
+    SCHEMA_VERSION,
     UNITS,
     VOCABULARIES,
 )
@@ -54,6 +56,12 @@ def test_raw_format_page_lists_every_vocabulary_value() -> None:
 def test_dataset_page_lists_every_published_column_with_its_type() -> None:
     rows = table_rows("dataset.md")
     assert [(name, rows[name][1]) for name, _ in FEE_COLUMNS] == list(FEE_COLUMNS)
+
+
+def test_dataset_page_names_the_schema_and_layout_a_version_is_written_in() -> None:
+    text = (DOCS / "dataset.md").read_text(encoding="utf-8")
+    assert f"| `schema_version` | `{SCHEMA_VERSION}` (" in text
+    assert f"| `layout_version` | `{LAYOUT_VERSION}`: " in text
 
 
 def test_raw_format_page_lists_the_unit_rules_in_their_order() -> None:

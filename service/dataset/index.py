@@ -28,6 +28,7 @@ from service.dataset.price_keys import PriceKeys
 from service.dataset.queries import RESULT_FILTERS, Selection
 
 EPOCH: Final = date(1970, 1, 1)
+DAYS: Final = ("effective_start", "effective_end", "confirmed_through")  # days since EPOCH
 POSITION: Final = "position"
 Array = npt.NDArray[Any]
 
@@ -101,9 +102,14 @@ class ResultsIndex:
         # It is indexed only as the arrays are (a slice, or positions), so it stands as one.
         self._arrays[POSITION] = cast(Array, Positions())
         self.price_keys = PriceKeys(directory)
-        # Each coded column's values by code, for `decoded` (code 0, no value: null).
+        # Each coded column's values by code, for `decoded` (code 0, no value: null), and as
+        # Python values for `printed` (the flags as booleans).
         self._values_of = {
             column: pa.array([None, *values], pa.string()) for column, values in names.items()
+        }
+        self._printed_values: dict[str, list[Any]] = {
+            column: [None, *(value == "true" if column in FLAGS else value for value in values)]
+            for column, values in names.items()
         }
         self.runs = self._find_runs()
         # Each run's distinct effective starts and where each begins, so requests only read them.
@@ -168,6 +174,15 @@ class ResultsIndex:
     def decode(self, column: str, codes: Array, missing: Array | None = None) -> pa.Array:
         """A coded column's values by their codes (code 0, no value, and `missing`: null)."""
         return self._values_of[column].take(pa.array(codes, mask=missing))
+
+    def printed(self, column: str, codes: Array) -> list[Any]:
+        """A coded column's values (the flags as booleans), or a date's as `YYYY-MM-DD`, as a
+        JSON answer prints them (None for no value, or an open end)."""
+        if column in DAYS:
+            return [None if day == NO_END else (EPOCH + timedelta(days=day)).isoformat()
+                    for day in codes.tolist()]  # fmt: skip
+        values = self._printed_values[column]
+        return [values[code] for code in codes.tolist()]
 
     def value(self, column: str, code: int) -> str:
         """The value a coded column's code stands for."""

@@ -7,7 +7,7 @@ offsets: 108 MB for 1,000 rows of the price answers at 10M synthetic records).
 """
 
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 import numpy as np
 import numpy.typing as npt
@@ -27,6 +27,11 @@ class MappedTable:
         self._schema = table.schema
         self._batches = table.to_batches()
         self._starts = np.cumsum([0, *(batch.num_rows for batch in self._batches)])
+
+    def value(self, column: str, position: int) -> Any:
+        """One row's value of one column."""
+        batch = int(np.searchsorted(self._starts, position, side="right")) - 1
+        return self._batches[batch].column(column)[position - int(self._starts[batch])].as_py()
 
     def take(
         self, positions: npt.NDArray[np.int64], columns: tuple[str, ...] | None = None

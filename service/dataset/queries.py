@@ -95,7 +95,6 @@ class Selection:
     # it (`docs/raw-format.md`, "Confirmed through, or presumed").
     max_age_days: int | None = None
     version_id: str | None = None
-    record_id: str | None = None
     files: tuple[str, ...] = ()  # the Parquet files of `venues` (`Dataset.scoped`)
 
     def where(self) -> tuple[str, dict[str, Any]]:
@@ -121,7 +120,6 @@ class Selection:
             ("in_force_on", "effective_start <= $in_force_on"),
             ("in_force_on", "(effective_end IS NULL OR effective_end >= $in_force_on)"),
             ("version_id", "version_id = $version_id"),
-            ("record_id", "record_id = $record_id"),
         ):
             value = getattr(self, name)
             if value is not None:
@@ -153,19 +151,18 @@ RELATIONSHIPS: Final = """CAST({'footnotes': [], 'definitions': []} AS STRUCT(
 # is not for a day). `docs/raw-format.md`, "Confirmed through, or presumed".
 PRESUMED: Final = "CASE WHEN $as_of IS NOT NULL THEN confirmed_through < $as_of END"
 
-# A result's fields: (name in the API, dataset column or expression), in the order of the
-# compatible service's record (`anchor-api.md` section 4), then ours. Where a dataset column
-# means what one of its fields means, the answer uses its name (`fee_name` is its
-# `fee_charge_type`, `ingested_at` its `scraped_time`, ...), so no value is sent twice. JSON
-# answers shape some of them in SQL (dates as text, the decimal amount as a number); exports
-# keep the stored types. The source's fields (document, link, page, raw file and line) are null
-# unless `include_source` is true, as in the compatible service; how the record is known
-# (`source_kind`, `date_basis`, `uncertain`) is always sent, since clients filter on it.
-# `relationships` is null unless `include_footnotes` or `include_definitions` is true. The
-# serving copy holds `record_id` as a UUID (`ingest.write`), the Parquet files as text: answers
-# always carry text, as for `line_id` (the record's fee line: `docs/raw-format.md`).
+# A result's fields: (name in the API, dataset column), in the order of the compatible
+# service's record (`anchor-api.md` section 4), then ours. Where a dataset column means what one
+# of its fields means, the answer uses its name (`fee_name` is its `fee_charge_type`,
+# `ingested_at` its `scraped_time`, ...), so no value is sent twice. Two are derived, not
+# stored: `relationships` and `presumed` (`DERIVED`). The source's fields (document, link,
+# page, raw file and line) are null unless `include_source` is true, as in the compatible
+# service; how the record is known (`source_kind`, `date_basis`, `uncertain`) is always sent,
+# since clients filter on it. `relationships` is null unless `include_footnotes` or
+# `include_definitions` is true. JSON answers are printed from the record summary, details and
+# index (`service.dataset.records`); downloads are shaped here, in SQL (`result_item`).
 RESULT_FIELDS: Final = (
-    ("record_id", TEXT_ID),
+    ("record_id", "record_id"),
     ("exchange_name", "exchange"),
     ("scraped_time", "ingested_at"),
     ("version_id", "version_id"),
@@ -192,15 +189,15 @@ RESULT_FIELDS: Final = (
     ("fee_exclusions", "exclusions"),
     ("fee_notes", "notes"),
     ("fee_extra_info", "extra_info"),
-    ("relationships", RELATIONSHIPS),
-    ("line_id", LINE_TEXT),
+    ("relationships", "relationships"),
+    ("line_id", "line_id"),
     ("amount", "amount"),
     ("currency", "currency"),
     ("unit", "unit"),
     ("effective_start", "effective_start"),
     ("effective_end", "effective_end"),
     ("confirmed_through", "confirmed_through"),
-    ("presumed", PRESUMED),
+    ("presumed", "presumed"),
     ("ended_by", "ended_by"),
     ("standard", "standard"),
     ("fee_codes", "fee_codes"),
@@ -219,21 +216,24 @@ RESULT_FIELDS: Final = (
 SOURCE_FIELDS: Final = frozenset(
     {"source_document", "source_link", "page_number", "source_file", "source_line"}
 )
+# The fields an answer derives rather than reads: a record's footnotes and definitions, and
+# whether no source shows its figure on the answer's day.
+DERIVED: Final = ("relationships", "presumed")
+# What a column is in SQL when it is not its stored value: the ids as text (the serving copy
+# holds UUIDs, the Parquet files text: `ingest.write`) and the derived fields.
+SQL_VALUES: Final = {
+    "record_id": TEXT_ID,
+    "line_id": LINE_TEXT,
+    "relationships": RELATIONSHIPS,
+    "presumed": PRESUMED,
+}
 ISO_TIMESTAMP: Final = "strftime(ingested_at, '%Y-%m-%dT%H:%M:%S.%fZ')"
 
-# How a field is rendered per answer format; fields not listed keep their stored types. CSV
+# How a download renders a field per format; fields not listed keep their stored types. CSV
 # takes the timestamp as text from DuckDB: Arrow's CSV writer spent twice as long formatting the
 # zoned timestamp as on all the other fields together (2 s of a 942k-row export's 3 s). A CSV
 # cell cannot hold a nested value, so `relationships` is its JSON text there.
 SHAPES: Final[dict[str, dict[str, str]]] = {
-    "json": {
-        "scraped_time": ISO_TIMESTAMP,
-        "amount": "CAST(amount AS DOUBLE)",
-        "effective_start": "strftime(effective_start, '%Y-%m-%d')",
-        "effective_end": "strftime(effective_end, '%Y-%m-%d')",
-        "confirmed_through": "strftime(confirmed_through, '%Y-%m-%d')",
-        "complete_as_of": "strftime(complete_as_of, '%Y-%m-%d')",
-    },
     "csv": {
         "scraped_time": ISO_TIMESTAMP,
         "relationships": f"CAST(to_json({RELATIONSHIPS}) AS VARCHAR)",
@@ -265,59 +265,42 @@ class Included:
         }
 
 
-def result_item(shape: str) -> str:
-    """The select list of a result, shaped for one answer format (a key of `SHAPES`)."""
-    shapes = SHAPES[shape]
+def result_item(shapes: dict[str, str]) -> str:
+    """The select list of a result, with the fields `shapes` names shaped (`SHAPES[format]`)."""
     expressions = []
     for name, column in RESULT_FIELDS:
-        value = shapes.get(name, column)
+        value = shapes.get(name, SQL_VALUES.get(column, column))
         if name in INCLUDED_WHEN:
             value = f"CASE WHEN {INCLUDED_WHEN[name]} THEN {value} END"
         expressions.append(f"{value} AS {name}")
     return ",\n    ".join(expressions)
 
 
-# Records by position in the version's serving copy (`ingest.serving`), for index-found pages.
-ROWS_AT: Final = """
-SELECT rowid AS position, {projection}
-FROM serving.rows
-WHERE rowid = ANY($positions)
-"""
-
-
-def results_at(positions: list[int], included: Included) -> tuple[str, dict[str, Any]]:
-    sql = ROWS_AT.format(projection=result_item("json"))
-    return sql, {"positions": positions, **included.parameters()}
-
-
 # The supplier family's record (`/suppliers/{name}/data`): its own names, in its own order.
-SUPPLIER_RECORD: Final = f"""
-    {TEXT_ID} AS record_id,
-    {LINE_TEXT} AS line_id,
-    strftime(effective_start, '%Y-%m-%d') AS effective_start,
-    strftime(effective_end, '%Y-%m-%d') AS effective_end,
-    fee_type,
-    fee_category,
-    action,
-    participant,
-    fee_name AS description,
-    fee_amount,
-    CAST(amount AS DOUBLE) AS amount,
-    currency,
-    unit,
-    fee_basis,
-    source_kind,
-    date_basis,
-    uncertain,
-    standard,
-    strftime(confirmed_through, '%Y-%m-%d') AS confirmed_through,
-    {PRESUMED} AS presumed,
-    source_document,
-    source_url AS source_link"""
-
-
-def supplier_records_at(positions: list[int], day: date | None) -> tuple[str, dict[str, Any]]:
-    return ROWS_AT.format(projection=SUPPLIER_RECORD), {"positions": positions, "as_of": day}
+SUPPLIER_FIELDS: Final = (
+    ("record_id", "record_id"),
+    ("line_id", "line_id"),
+    ("effective_start", "effective_start"),
+    ("effective_end", "effective_end"),
+    ("fee_type", "fee_type"),
+    ("fee_category", "fee_category"),
+    ("action", "action"),
+    ("participant", "participant"),
+    ("description", "fee_name"),
+    ("fee_amount", "fee_amount"),
+    ("amount", "amount"),
+    ("currency", "currency"),
+    ("unit", "unit"),
+    ("fee_basis", "fee_basis"),
+    ("source_kind", "source_kind"),
+    ("date_basis", "date_basis"),
+    ("uncertain", "uncertain"),
+    ("standard", "standard"),
+    ("confirmed_through", "confirmed_through"),
+    ("presumed", "presumed"),
+    ("source_document", "source_document"),
+    ("source_link", "source_url"),
+)
 
 
 # Records at a chunk of positions (the registered table `wanted`), in the chunk's order: an
@@ -331,19 +314,4 @@ ORDER BY wanted.ordinal
 
 
 def rows_in_order(shape: str) -> str:
-    return ROWS_IN_ORDER.format(projection=result_item(shape))
-
-
-# One record by id: ids are unique in a version (exact duplicates are collapsed at ingest).
-ONE: Final = """
-SELECT {projection}
-{where}
-LIMIT 1
-"""
-
-
-def one_result(selection: Selection, included: Included) -> tuple[str, dict[str, Any]]:
-    """The one record a selection by `record_id` finds, as the results list shows it."""
-    where, parameters = selection.where()
-    sql = ONE.format(projection=result_item("json"), where=where)
-    return sql, {**parameters, **included.parameters()}
+    return ROWS_IN_ORDER.format(projection=result_item(SHAPES[shape]))

@@ -32,6 +32,7 @@ from service.dataset.engine import Engine
 from service.dataset.index import EPOCH, Array, Holding, ResultsIndex
 from service.dataset.lines import LineIndex
 from service.dataset.order import ResultsOrder
+from service.dataset.printed import TEXT, PrintedRecords
 from service.dataset.records import Records
 from service.dataset.rollups import ENCODED, DiscoveryCounts, read_rollup
 from service.dataset.venues import DETAIL_COLUMNS, coverage_of, venues_of, versions_of
@@ -79,7 +80,12 @@ class Dataset:
         registry = sql_string(str(self.version_dir / "exchanges.parquet"))
         self.db.con.execute(queries.CREATE_FEES_VIEW.format(files=files))
         self.db.con.execute(queries.CREATE_REGISTRY_VIEW.format(registry=registry))
-        for part in (SERVING_FILE, INDEX_DIR, f"{INDEX_DIR}/{layout.SUMMARY_FILE}"):
+        for part in (
+            SERVING_FILE,
+            INDEX_DIR,
+            f"{INDEX_DIR}/{layout.SUMMARY_FILE}",
+            f"{INDEX_DIR}/{layout.PRINTED_FILE}",
+        ):
             if not (self.version_dir / part).exists():
                 raise DamagedVersion(f"{self.version_dir.name}: {part} is missing")
         serving = sql_string(str(self.version_dir / SERVING_FILE))
@@ -87,17 +93,23 @@ class Dataset:
         index = ResultsIndex(self.version_dir / INDEX_DIR)
         self.lines = LineIndex(self.version_dir / INDEX_DIR)
         self.summary = Records(self.version_dir / INDEX_DIR, index)
+        self.printed = PrintedRecords(self.version_dir / INDEX_DIR, index)
         self.changes = ChangeList(self.version_dir / INDEX_DIR, index)
         self.classes = ClassIndex(self.version_dir / INDEX_DIR, index)
         self._pricing = pricing.Pricing(index)
         if self.summary.columns != list(layout.SUMMARY_COLUMNS):
             raise DamagedVersion(f"{self.version_dir.name}: the record summary's columns differ")
+        if self.printed.columns != [TEXT] or self.printed.code_columns != list(
+            layout.PRINTED_CODES
+        ):
+            raise DamagedVersion(f"{self.version_dir.name}: the printed records' columns differ")
         [(rows,)] = self.db.query(queries.COUNT_SERVING)
         sizes = {
             "serving copy": rows,
             "results index": index.size,
             "line index": self.lines.size,
             "record summary": self.summary.size,
+            **self.printed.sizes,
         }
         for name, size in sizes.items():
             if size != self.records:
@@ -119,14 +131,6 @@ class Dataset:
         """`selection`, reading the version's files (the one query over them, a record by id,
         names no venue; a venue condition would be in its WHERE all the same)."""
         return replace(selection, files=self._every)
-
-    def rows_at(self, sql: str, parameters: dict[str, Any]) -> list[dict[str, Any]]:
-        """The rows of a query of `queries.ROWS_AT`, in the order of its `positions`."""
-        positions: list[int] = parameters["positions"]
-        if not positions:
-            return []
-        by_position = {row.pop("position"): row for row in self.db.rows(sql, parameters)}
-        return [by_position[position] for position in positions]
 
     def batches_at(
         self, chunks: Iterable[Array], *, shape: str, included: queries.Included, size: int
@@ -160,7 +164,7 @@ class Dataset:
         ordering every match, so a deep page costs about what the first one does."""
         ordering = ResultsOrder(self.index, self.index.matches(selection), *order)
         total, positions = pager.page(ordering, offset, size)
-        return total, self.rows_at(*queries.results_at(positions, included))
+        return total, self.printed.records(positions, queries.RESULT_FIELDS, included)
 
     def results_batches(
         self,
@@ -184,17 +188,19 @@ class Dataset:
         matches = self.index.matches(selection)
         ordering = ResultsOrder(self.index, matches, "effective_start", "asc")
         total, positions = pager.page(ordering, offset, limit)
-        return total, self.rows_at(*queries.supplier_records_at(positions, as_of))
+        # The supplier family always names a record's source.
+        included = queries.Included(source=True, day=as_of)
+        return total, self.printed.records(positions, queries.SUPPLIER_FIELDS, included)
 
     def count(self, selection: queries.Selection) -> int:
         return self.index.count(selection)
 
     def record(self, record_id: str, included: queries.Included) -> dict[str, Any] | None:
-        """One record by id, from the Parquet files (a lookup is what SQL is for)."""
-        selection = self.scoped(queries.Selection(record_id=record_id))
-        sql, parameters = queries.one_result(selection, included)
-        rows = self.db.rows(sql, parameters)
-        return rows[0] if rows else None
+        """One record by id, as the results list shows it."""
+        position = self.printed.position_of(record_id)
+        if position is None:
+            return None
+        return self.printed.records([position], queries.RESULT_FIELDS, included)[0]
 
     def line_records(self, line_id: str) -> list[dict[str, Any]] | None:
         """A fee line's records, oldest first, as the record summary holds them; None when
