@@ -3,10 +3,12 @@
 import platform
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 from service import memory
+from tools.bench import SIZING
 
 # In a fresh interpreter, so the heap is this scenario's alone (the suite's servers and their
 # threads allocate beside it): 2,000 heap blocks of 64 KB, each followed by a small block that
@@ -53,3 +55,9 @@ def test_duckdb_allocator_options_are_a_default_the_operator_can_override() -> N
     chosen = {memory.DUCKDB_ALLOCATOR_ENV: "dirty_decay_ms:5000"}
     memory.configure_duckdb_allocator(chosen)
     assert chosen == {memory.DUCKDB_ALLOCATOR_ENV: "dirty_decay_ms:5000"}
+
+
+def test_the_deploy_page_states_the_sizing_formula_make_bench_checks() -> None:
+    """`docs/deploy.md` tells a deployer the formula `make bench` holds each size to."""
+    page = (Path(__file__).parent.parent / "docs" / "deploy.md").read_text(encoding="utf-8")
+    assert SIZING.formula() in " ".join(page.split())

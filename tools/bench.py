@@ -568,6 +568,19 @@ def main(argv: list[str] | None = None) -> int:
         server_times(args.port, RESULTS_SWEEP, len(RESULTS_SWEEP.paths))
         served_anonymous = anonymous_mb(process), cache_held(args.port)[1]
 
+    # At every size, a cache-on server as shipped: its cache filled by the cold cases, then
+    # turned over by the results pages; its anonymous memory against the sizing formula.
+    sized_memory = []
+    for rows in sizes:
+        sized = {**env, "FEES_DATA_DIR": str(datasets[rows])}
+        with serving(serve, args.port, probe, sized, ACCESS_LOG) as (process, _):
+            ready = anonymous_mb(process)
+            for case in cold_cases(datasets[rows], FRESH_REQUESTS):
+                if case.more:
+                    wrk(args.port, case, args.seconds, args.connections)
+            server_times(args.port, RESULTS_SWEEP, len(RESULTS_SWEEP.paths))
+            sized_memory.append((rows, ready, anonymous_mb(process)))
+
     # Cold at every size, with the response cache off (so it cannot help), then at the largest
     # the results pages and the export.
     measured = []
@@ -608,6 +621,7 @@ def main(argv: list[str] | None = None) -> int:
             f"(target {EXPORT_TARGET:,}: {met(rate >= EXPORT_TARGET)}).",
             others_report(switched, warm_rss, (before, ended, after), ready_seconds),
             anonymous_report(*served_anonymous),
+            sizing_report(sized_memory),
             filled.report(),
         ]
     )
@@ -657,6 +671,35 @@ ACCESS_TARGET = 0.90  # a cached answer's req/s with access lines, of the same w
 FRESH_TARGET, FRESH_P50 = 0.30, 3.0  # cold with the cache on: of the ceiling; wrk's p50, ms
 COLD_RATE, COLD_P50, COLD_GROWTH = 2_000, 3.0, 1.5  # req/s, ms, p50 at largest / smallest
 ANONYMOUS_TARGET = 300  # MB, after the cache-on server's cases and the results pages (#40)
+
+
+@dataclass(frozen=True)
+class Sizing:
+    """The anonymous memory one worker needs (`docs/deploy.md`, "Memory per process"), in MB,
+    once its response cache has filled with discovery answers and turned over to results
+    pages, as the dataset's size and the cache bound give it. Fitted on make bench's runs of
+    2026-11-28 (the cache grows to about 2.5 times its bound as small answers are replaced by
+    large ones: freed heap between them is not handed back); make bench checks it at every
+    size, with the default bound."""
+
+    base_mb: float = 95
+    per_million_mb: float = 3  # per million records
+    cache_factor: float = 2.5  # times FEES_CACHE_MB
+    tolerance: float = 0.10
+
+    def anonymous_mb(self, records: int, cache_mb: float) -> float:
+        return self.base_mb + self.per_million_mb * records / 1e6 + self.cache_factor * cache_mb
+
+    def formula(self) -> str:
+        """As `docs/deploy.md` states it (a test holds the page to it)."""
+        return (
+            f"{self.base_mb:g} MB + {self.per_million_mb:g} MB per million records + "
+            f"{self.cache_factor:g} times `FEES_CACHE_MB`"
+        )
+
+
+SIZING = Sizing()
+DEFAULT_CACHE_MB = Settings().cache_mb  # FEES_CACHE_MB when unset
 WARM_RSS_TARGET, RSS_TARGET = 400, 500  # MB: after the cache-on server's cases; after an export
 READY_TARGET, SERVED_TARGET = 3.0, 1.0  # s, s
 # Where the server's standard error goes, so its access lines are written (`make run`'s go to
@@ -784,6 +827,29 @@ def detail_report(
         f"| {case.name} | {calls} | {p50:.1f} / {p99:.1f} | {_against(p50, target)} |"
         for case, calls, target, (p50, p99) in detail
     ]
+    return "\n".join(lines)
+
+
+def sizing_report(measured: list[tuple[int, int, int]]) -> str:
+    """Each size's anonymous memory (at ready; after the cold cases and the results pages, its
+    cache full) against the sizing formula."""
+    lines = [
+        f"Memory a worker needs: a cache-on server per size (the default bound, "
+        f"{DEFAULT_CACHE_MB} MB), its cache filled by the cold cases (wrk, as above) and turned "
+        f"over by {len(RESULTS_SWEEP.paths)} different results pages of 100, against "
+        f"`docs/deploy.md`'s formula, {SIZING.formula()}:",
+        "",
+        "| records | anonymous at ready | after the cases | formula | measured / formula | "
+        f"within {SIZING.tolerance:.0%} |",
+        "|---|---|---|---|---|---|",
+    ]
+    for rows, ready, after in measured:
+        predicted = SIZING.anonymous_mb(rows, DEFAULT_CACHE_MB)
+        ratio = after / predicted
+        lines.append(
+            f"| {rows:,} | {ready:,} MB | {after:,} MB | {predicted:,.0f} MB | {ratio:.2f} | "
+            f"{met(abs(ratio - 1) <= SIZING.tolerance)} |"
+        )
     return "\n".join(lines)
 
 
