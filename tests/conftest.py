@@ -25,6 +25,7 @@ from service.app import create_app, server_options
 from service.dataset.index import ResultsIndex
 from service.dataset.version import Dataset
 from service.settings import Settings
+from tests import reference_sql
 from tests.servers import debian_program
 from tools import embedded
 
@@ -246,6 +247,7 @@ class Indexed:
     venues: list[str]
     versions: list[str]
     days: list[date]  # every effective start and end in the data: the edges of windows
+    plain: duckdb.DuckDBPyConnection  # the tests' own, over the Parquet (`reference_sql.plain`)
 
 
 @pytest.fixture(scope="session")
@@ -262,7 +264,10 @@ def indexed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Indexed]:
     dataset = Dataset(second.version_dir, Settings(data_dir=data))
     assert dataset.index is not None
     venues = sorted(dataset.venues)
-    days = [day for (day,) in dataset.db.query(DAYS)]
-    yield Indexed(dataset, dataset.index, venues, [first.version_id, second.version_id], days)
+    plain = reference_sql.plain(second.version_dir)
+    days = [day for (day,) in plain.execute(DAYS).fetchall()]
+    versions = [first.version_id, second.version_id]
+    yield Indexed(dataset, dataset.index, venues, versions, days, plain)
+    plain.close()
     dataset.close()
     shutil.rmtree(root)

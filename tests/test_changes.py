@@ -8,6 +8,7 @@ import random
 from datetime import date, timedelta
 from typing import Any
 
+import duckdb
 import httpx
 import numpy as np
 import pyarrow.csv as pacsv
@@ -86,7 +87,7 @@ Window = tuple[date | None, date | None]
 
 
 def sql_changes(
-    dataset: Dataset, venues: list[str] | None, values: dict[str, list[str]],
+    plain: duckdb.DuckDBPyConnection, venues: list[str] | None, values: dict[str, list[str]],
     types: list[str] | None, window: Window, descending: bool,
 ) -> list[tuple[Any, ...]]:  # fmt: skip
     clauses, parameters = ["true"], {}
@@ -106,7 +107,7 @@ def sql_changes(
             clauses.append(condition)
             parameters[name] = bound
     sql = CHANGE_LIST.format(where=" AND ".join(clauses), direction="DESC" if descending else "ASC")
-    return [tuple(row) for row in dataset.db.query(sql, parameters)]
+    return [tuple(row) for row in plain.execute(sql, parameters).fetchall()]
 
 
 def served_changes(dataset: Dataset, entries: list[int]) -> list[tuple[Any, ...]]:
@@ -167,7 +168,7 @@ def test_pages_of_changes_are_exactly_what_sql_finds(
     for _ in range(requests):
         venues, values, types, window = random_request(rng, indexed)
         descending = rng.random() < 0.5
-        expected = sql_changes(dataset, venues, values, types, window, descending)
+        expected = sql_changes(indexed.plain, venues, values, types, window, descending)
         selection = queries.Selection(venues=venues, values=values)
         chosen = dataset.change_filter(selection, types, *window)
         size = rng.choice([1, 7, 20, 100])
@@ -188,16 +189,16 @@ def test_pages_of_changes_are_exactly_what_sql_finds(
 
 def test_the_synthetic_lines_hold_every_kind_of_change(indexed: Indexed) -> None:
     """So the comparison above meets each rule: gaps, ends, changes and unchanged renewals."""
-    found = sql_changes(indexed.dataset, None, {}, None, (None, None), False)
+    found = sql_changes(indexed.plain, None, {}, None, (None, None), False)
     kinds = {change_type for _, change_type, _, _ in found}
     assert kinds == set(CHANGE_TYPES)
-    [(renewals,)] = indexed.dataset.db.query(
+    [(renewals,)] = indexed.plain.execute(
         """SELECT count(*) FROM (
                SELECT effective_start, lag(effective_end) OVER line AS before_ends,
                       fee_amount = lag(fee_amount) OVER line AS same
                FROM fees WINDOW line AS (PARTITION BY line_id ORDER BY effective_start)
            ) WHERE effective_start = before_ends + 1 AND same"""
-    )
+    ).fetchall()
     assert renewals > 0  # a record following one with the same figure: no change listed
 
 

@@ -10,6 +10,7 @@ from datetime import date, timedelta
 from pathlib import Path
 from typing import Any
 
+import duckdb
 import httpx
 import numpy as np
 import pyarrow.csv as pacsv
@@ -62,7 +63,7 @@ FILTERED = {
 
 
 def sql_spreads(
-    dataset: Dataset, selection: queries.Selection, unit: str
+    plain: duckdb.DuckDBPyConnection, selection: queries.Selection, unit: str
 ) -> dict[str, tuple[Any, ...]]:
     clauses, parameters = ["list_contains($venues, exchange)"], {"venues": selection.venues}
     for name, wanted in selection.values.items():
@@ -70,7 +71,7 @@ def sql_spreads(
         parameters[name] = wanted
     sql = SPREADS.format(where=" AND ".join(clauses))
     day, oldest = selection.in_force_on, selection.oldest_confirmation()
-    rows = dataset.db.query(sql, parameters | {"day": day, "unit": unit, "oldest": oldest})
+    rows = plain.execute(sql, parameters | {"day": day, "unit": unit, "oldest": oldest}).fetchall()
     return {row[0]: tuple(row[1:]) for row in rows}
 
 
@@ -107,7 +108,7 @@ def test_spreads_are_exactly_what_sql_finds(indexed: Indexed) -> None:
             venues=venues, values=values, in_force_on=day, max_age_days=max_age
         )
         found = index_spreads(dataset, dataset.classes.spreads(selection, unit))
-        assert found == sql_spreads(dataset, selection, unit), (venues, values, day, max_age)
+        assert found == sql_spreads(indexed.plain, selection, unit), (venues, values, day, max_age)
         compared += sum(spread[0] > 0 for spread in found.values())
     assert compared > REQUESTS // 2  # real comparisons, not only empty ones
 
@@ -126,7 +127,7 @@ def test_an_age_limit_counts_stale_records_apart_as_sql_does(indexed: Indexed, a
         )
         spreads = indexed.dataset.classes.spreads(selection, "per_share")
         found = index_spreads(indexed.dataset, spreads)
-        assert found == sql_spreads(indexed.dataset, selection, "per_share"), (day, age)
+        assert found == sql_spreads(indexed.plain, selection, "per_share"), (day, age)
         if action == "routed" and day.year == 2022:
             assert found["nyse"][4] >= 1  # the schedule-ended routed fee, stale
 

@@ -217,7 +217,7 @@ def test_a_query_past_the_time_limit_is_interrupted(version: IngestResult) -> No
         dataset.db.query("SELECT count(*) FROM range(1000000000000) AS t(x) WHERE x % 7 = 3")
     assert time.monotonic() - started < 5
     # The connection is still good, and a query within the limit is not disturbed.
-    assert dataset.db.query("SELECT count(*) FROM fees") == [(version.records,)]
+    assert dataset.db.query("SELECT count(*) FROM serving.rows") == [(version.records,)]
 
 
 def test_a_streamed_query_past_the_time_limit_is_interrupted(version: IngestResult) -> None:
@@ -233,7 +233,7 @@ def test_a_streamed_query_past_the_time_limit_is_interrupted(version: IngestResu
 def test_a_slow_reader_of_a_stream_is_not_the_querys_time(version: IngestResult) -> None:
     dataset = Dataset(version.version_dir, Settings(query_timeout_seconds=0.2))
     read = 0
-    for batch in dataset.db.stream([("SELECT * FROM fees", {}, None)], 1):
+    for batch in dataset.db.stream([("SELECT * FROM serving.rows", {}, None)], 1):
         time.sleep(0.05)  # the client reads slowly: 13 batches take 0.65 s, past the limit
         read += batch.num_rows
     assert read == version.records

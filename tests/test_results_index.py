@@ -13,6 +13,7 @@ from datetime import date, timedelta
 from pathlib import Path
 from typing import Any
 
+import duckdb
 import pytest
 
 from service.dataset import pager, queries
@@ -67,17 +68,16 @@ def random_selection(rng: random.Random, indexed: Indexed) -> queries.Selection:
 
 
 def sql_page(
-    dataset: Dataset, selection: queries.Selection, order_by: str, order_dir: str,
+    plain: duckdb.DuckDBPyConnection, selection: queries.Selection, order_by: str, order_dir: str,
     offset: int, size: int, included: queries.Included = PLAIN,
 ) -> tuple[int, list[dict[str, Any]]]:  # fmt: skip
     """The count and the page's records, as plain SQL over the Parquet files gives them."""
-    selection = dataset.scoped(selection)
-    [(count,)] = dataset.db.query(*reference_sql.count_matching(selection))
+    [(count,)] = plain.execute(*reference_sql.count_matching(selection)).fetchall()
     sql, parameters = reference_sql.page_of_results(
         selection, order_by=order_by, order_dir=order_dir, limit=size, offset=offset,
         included=included,
     )  # fmt: skip
-    return int(count), dataset.db.rows(sql, parameters)
+    return int(count), reference_sql.rows(plain, sql, parameters)
 
 
 def ids(rows: list[dict[str, Any]]) -> list[str]:
@@ -118,7 +118,7 @@ def test_the_index_pages_exactly_as_sql_orders_them(indexed: Indexed) -> None:
         order_by = rng.choice(list(queries.ORDER_COLUMNS))
         order_dir = rng.choice(queries.ORDER_DIRECTIONS)
         size = rng.choice([1, 7, 20, 100])
-        expected_count, _ = sql_page(indexed.dataset, selection, order_by, order_dir, 0, 1)
+        expected_count, _ = sql_page(indexed.plain, selection, order_by, order_dir, 0, 1)
         last_page = max(expected_count - 1, 0) // size
         number = rng.choice([0, 1, rng.randrange(last_page + 1), last_page, last_page + 1])
         offset = number * size
@@ -130,7 +130,7 @@ def test_the_index_pages_exactly_as_sql_orders_them(indexed: Indexed) -> None:
             day=selection.in_force_on or rng.choice([None, *indexed.days]),
         )
         arguments = (selection, order_by, order_dir, offset, size, included)
-        expected = sql_page(indexed.dataset, *arguments)
+        expected = sql_page(indexed.plain, *arguments)
         found = index_page(indexed.dataset, indexed.index, *arguments)
         assert found == expected, (selection, order_by, order_dir, offset, size, included)
         nonempty += bool(expected[1])
@@ -166,7 +166,7 @@ def test_ordered_chunks_give_every_match_in_the_order_sql_gives(
         selection = random_selection(rng, indexed)
         order_by = rng.choice(list(queries.ORDER_COLUMNS))
         order_dir = rng.choice(queries.ORDER_DIRECTIONS)
-        total, expected = sql_page(indexed.dataset, selection, order_by, order_dir, 0, 10**9)
+        total, expected = sql_page(indexed.plain, selection, order_by, order_dir, 0, 10**9)
         walked = list(chunks(indexed.index, selection, order_by, order_dir, chunk))
         assert all(0 < len(positions) <= chunk for positions in walked)
         found = [int(position) for positions in walked for position in positions]
@@ -192,7 +192,7 @@ def test_an_export_reads_its_rows_a_chunk_at_a_time(indexed: Indexed) -> None:
 def test_every_record_is_found_by_its_id_and_nothing_else_is(indexed: Indexed) -> None:
     """A record by id is a binary search over the printed ids in `record_order`."""
     dataset = indexed.dataset
-    every = [row["record_id"] for row in dataset.db.rows("SELECT record_id FROM fees", {})]
+    every = [row[0] for row in indexed.plain.execute("SELECT record_id FROM fees").fetchall()]
     assert len(every) == dataset.records > 1000
     positions = [dataset.printed.position_of(record_id) for record_id in every]
     printed = dataset.printed.records(positions, queries.RESULT_FIELDS, PLAIN)

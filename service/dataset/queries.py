@@ -1,9 +1,12 @@
-"""Every SQL statement the service runs, as named constants with bound parameters.
+"""Every SQL statement the service runs, as named constants with bound parameters, and what a
+request selects (`Selection`) and an answer prints (`RESULT_FIELDS`, `SUPPLIER_FIELDS`).
 
-Identifiers never come from a request: every column that varies (a rollup's dimension, a
-results filter, a sort key) is looked up in a fixed allow-list here (`RESULT_FILTERS`,
-`ORDER_COLUMNS`), and an unknown name fails the lookup. Discovery runs no SQL at all: its
-counts come from the version's rollups (`service.dataset.rollups`).
+Identifiers never come from a request: every column that varies (a results filter, a sort key)
+is looked up in a fixed allow-list here (`RESULT_FILTERS`, `ORDER_COLUMNS`), and an unknown
+name fails the lookup. Only the venue registry and downloads run SQL: discovery counts come
+from the version's rollups (`service.dataset.rollups`), and which records a selection matches,
+and in which order, from the index (`service.dataset.index`); the plain SQL those answers are
+held to is the tests' (`tests/reference_sql.py`).
 """
 
 from dataclasses import dataclass, field
@@ -12,21 +15,6 @@ from typing import Any, Final
 
 from ingest.layout import LINE_TEXT, TEXT_ID
 from ingest.schema import LIST_COLUMNS
-
-# Views over one version's files; the paths are the service's own, quoted by the caller. The
-# files are listed once, when the version is opened (a published version never changes), so
-# no query pays for expanding a glob.
-CREATE_FEES_VIEW: Final = """
-CREATE VIEW fees AS
-SELECT *
-FROM read_parquet([{files}], hive_partitioning = true, hive_types = {{'exchange': VARCHAR}})
-"""
-# A selection's records are read from its venues' files alone, bound as a parameter: a file
-# that goes missing fails only the queries of its venue (the view's list is checked whole on
-# every query), and one venue's query is 0.5 ms instead of 1.3 ms (100k records).
-SELECTED_FEES: Final = (
-    "read_parquet($files, hive_partitioning = true, hive_types = {'exchange': VARCHAR})"
-)
 
 CREATE_REGISTRY_VIEW: Final = "CREATE VIEW registry AS SELECT * FROM read_parquet({registry})"
 
@@ -58,13 +46,6 @@ RESULT_FILTERS: Final = {
     "tape": "tapes",
     "fee_code": "fee_codes",
 }
-# The filters on a list column: a record matches when its list holds a wanted value (for
-# `tapes`, or is empty: the record is for every tape, so for the one asked about too).
-LIST_FILTERS: Final = {
-    "tape": "(len(tapes) = 0 OR list_has_any(tapes, [{members}]))",
-    "fee_code": "list_has_any(fee_codes, [{members}])",
-}
-
 # Sort keys clients may choose, mapped to columns (never taken from the request as text).
 # `created_on` and `scraped_time` are the compatible service's keys (its SDK sends `created_on`
 # by default): both mean when a record was first published here, `ingested_at`.
@@ -82,9 +63,8 @@ ORDER_DIRECTIONS: Final = ("asc", "desc")
 
 @dataclass(frozen=True, kw_only=True)
 class Selection:
-    """Which records a request means. Only what is set becomes a condition, and each value is
-    its own bound parameter, so DuckDB can prune venue partitions and row groups by statistics
-    (a catch-all `($x IS NULL OR list_contains($x, col))` defeats both)."""
+    """Which records a request means (`service.dataset.index` finds them): the venues, the
+    values of each filter, a window or a day, a version."""
 
     venues: list[str] | None = None  # None: every venue
     values: dict[str, list[str]] = field(default_factory=dict)  # filter parameter -> values
@@ -95,41 +75,6 @@ class Selection:
     # it (`docs/raw-format.md`, "Confirmed through, or presumed").
     max_age_days: int | None = None
     version_id: str | None = None
-    files: tuple[str, ...] = ()  # the Parquet files of `venues` (`Dataset.scoped`)
-
-    def where(self) -> tuple[str, dict[str, Any]]:
-        """`FROM <the venues' files> WHERE ...` and its parameters (a record is in a window when
-        its effective period overlaps it; both ends inclusive)."""
-        if not self.files:
-            raise ValueError("a selection reads no files: make it with Dataset.scoped")
-        clauses: list[str] = []
-        parameters: dict[str, Any] = {"files": list(self.files)}
-        lists = dict(self.values)
-        if self.venues is not None:
-            lists["exchange_name"] = self.venues
-        for name, values in lists.items():
-            column = RESULT_FILTERS[name]  # the allow-list: a name that is not there fails here
-            names = [f"{name}_{number}" for number in range(len(values))]
-            parameters |= dict(zip(names, values, strict=True))
-            members = ", ".join(f"${bound}" for bound in names)
-            condition = LIST_FILTERS.get(name, f"{column} IN ({{members}})")
-            clauses.append(condition.format(members=members) if values else "false")
-        for name, condition in (
-            ("end_date", "effective_start <= $end_date"),
-            ("start_date", "(effective_end IS NULL OR effective_end >= $start_date)"),
-            ("in_force_on", "effective_start <= $in_force_on"),
-            ("in_force_on", "(effective_end IS NULL OR effective_end >= $in_force_on)"),
-            ("version_id", "version_id = $version_id"),
-        ):
-            value = getattr(self, name)
-            if value is not None:
-                clauses.append(condition)
-                parameters[name] = value
-        oldest = self.oldest_confirmation()
-        if oldest is not None:
-            clauses.append("confirmed_through >= $oldest_confirmation")
-            parameters["oldest_confirmation"] = oldest
-        return f"FROM {SELECTED_FEES}\nWHERE " + ("\nAND ".join(clauses) or "true"), parameters
 
     def oldest_confirmation(self) -> date | None:
         """The earliest `confirmed_through` a record may have (`max_age_days` before the day);

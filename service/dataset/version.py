@@ -12,7 +12,6 @@ number of records; a serving copy or an index of another size or missing) is ref
 
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
-from dataclasses import replace
 from datetime import date
 from pathlib import Path
 from typing import Any
@@ -60,10 +59,9 @@ class Dataset:
         self.version_id: str = self.manifest["version_id"]
         self.records: int = self.manifest["records"]
         self.as_of = date.fromisoformat(self.manifest["as_of"])  # the day it was built
-        paths = _checked_files(version_dir, self.manifest)
-        self._every = tuple(str(path) for path in paths)  # `scoped`, per request
+        _check_files(version_dir, self.manifest)
         self.db = Engine(settings, self.version_id, str(version_dir))
-        self.index = self._attach(paths)
+        self.index = self._attach()
         registry = self.db.query(queries.REGISTRY)
         self.venues, self._names = venues_of(
             registry, self._rollup("summary"), self._rollup("details")
@@ -72,13 +70,12 @@ class Dataset:
         self.versions = versions_of(self._rollup("versions"))
         self._discovery = DiscoveryCounts(self._rollup("counts", dictionary=ENCODED))
 
-    def _attach(self, paths: list[Path]) -> ResultsIndex:
-        """The views over the version's files, its serving copy attached, and its index, once
-        both hold as many records as the manifest says: every results page is found by the
-        index and read from the serving copy, so a version without either cannot be served."""
-        files = ", ".join(sql_string(str(path)) for path in paths)
+    def _attach(self) -> ResultsIndex:
+        """The registry's view, the serving copy attached, and the index and printed records,
+        once each holds as many records as the manifest says: every page is found by the index
+        and printed from the printed records, and every download read from the serving copy,
+        so a version without one of them cannot be served."""
         registry = sql_string(str(self.version_dir / "exchanges.parquet"))
-        self.db.con.execute(queries.CREATE_FEES_VIEW.format(files=files))
         self.db.con.execute(queries.CREATE_REGISTRY_VIEW.format(registry=registry))
         for part in (
             SERVING_FILE,
@@ -126,11 +123,6 @@ class Dataset:
 
     def close(self) -> None:
         self.db.close()
-
-    def scoped(self, selection: queries.Selection) -> queries.Selection:
-        """`selection`, reading the version's files (the one query over them, a record by id,
-        names no venue; a venue condition would be in its WHERE all the same)."""
-        return replace(selection, files=self._every)
 
     def batches_at(
         self, chunks: Iterable[Array], *, shape: str, included: queries.Included, size: int
@@ -297,9 +289,10 @@ class Dataset:
         return read_rollup(self.version_dir, name, self.version_id, dictionary=dictionary)
 
 
-def _checked_files(version_dir: Path, manifest: dict[str, Any]) -> list[Path]:
-    """The version's Parquet files, once they are shown to be the manifest's: the venues it
-    counts and no others, each with as many rows as it says (read from the files' footers)."""
+def _check_files(version_dir: Path, manifest: dict[str, Any]) -> None:
+    """Refuse a version whose Parquet files are not the manifest's: the venues it counts and no
+    others, each with as many rows as it says (read from the files' footers). The service
+    answers from its own copies, but serves no version the analysts' files contradict."""
     expected: dict[str, int] | None = manifest.get("venues")
     if expected is None:
         raise DamagedVersion(f"{version_dir.name}: the manifest has no record counts by venue")
@@ -325,7 +318,6 @@ def _checked_files(version_dir: Path, manifest: dict[str, Any]) -> list[Path]:
                 for code in differ
             )
         )
-    return files
 
 
 def _venue_of(path: Path) -> str:
