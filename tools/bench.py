@@ -667,7 +667,9 @@ def cache_held(port: int) -> tuple[int, int]:
 
 
 WARM_TARGET = 0.90  # of the ceiling
-ACCESS_TARGET = 0.90  # a cached answer's req/s with access lines, of the same without
+# A cached answer's req/s with access lines, of the same without: #40's "no more than 5% of
+# a warm request's cost" (0.90 here until 2026-11-28, looser than the issue)
+ACCESS_TARGET = 0.95
 FRESH_TARGET, FRESH_P50 = 0.30, 3.0  # cold with the cache on: of the ceiling; wrk's p50, ms
 COLD_RATE, COLD_P50, COLD_GROWTH = 2_000, 3.0, 1.5  # req/s, ms, p50 at largest / smallest
 ANONYMOUS_TARGET = 300  # MB, after the cache-on server's cases and the results pages (#40)
