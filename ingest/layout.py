@@ -212,7 +212,7 @@ PRINTED_CODES: Final = (
     "confirmed_through",
 )
 # Every position in record id order (`record_order.npy`, 32-bit): a record is found by its id
-# with a binary search over the summary's ids in this order.
+# with a binary search over the printed records' ids in this order.
 RECORD_ORDER: Final = "record_order"
 # A record's class: its codes of `CLASSED`, the dimensions a comparison and a filtered change
 # list select by, as one number in mixed radix (`class_numbers`, in code order: a fee type's
