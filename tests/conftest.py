@@ -18,6 +18,7 @@ import uvicorn
 
 from ingest import synth
 from ingest.pipeline import IngestResult, run_ingest
+from ingest.query import open_version
 from ingest.schema import CLOSED_VALUES, RAW_COLUMNS, TAPES
 from service.accounts import key_entry
 from service.api import ENDPOINTS, Endpoint
@@ -25,7 +26,6 @@ from service.app import create_app, server_options
 from service.dataset.index import ResultsIndex
 from service.dataset.version import Dataset
 from service.settings import Settings
-from tests import reference_sql
 from tests.servers import debian_program
 from tools import embedded
 
@@ -247,7 +247,7 @@ class Indexed:
     venues: list[str]
     versions: list[str]
     days: list[date]  # every effective start and end in the data: the edges of windows
-    plain: duckdb.DuckDBPyConnection  # the tests' own, over the Parquet (`reference_sql.plain`)
+    plain: duckdb.DuckDBPyConnection  # the tests' own, over the Parquet (`fees sql`'s views)
 
 
 @pytest.fixture(scope="session")
@@ -264,7 +264,7 @@ def indexed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Indexed]:
     dataset = Dataset(second.version_dir, Settings(data_dir=data))
     assert dataset.index is not None
     venues = sorted(dataset.venues)
-    plain = reference_sql.plain(second.version_dir)
+    plain = open_version(second.version_dir)
     days = [day for (day,) in plain.execute(DAYS).fetchall()]
     versions = [first.version_id, second.version_id]
     yield Indexed(dataset, dataset.index, venues, versions, days, plain)

@@ -5,12 +5,10 @@ selection matches and how many (the service finds them in its index,
 page from its counts per sort value), and each record as a JSON answer prints it (the service
 prints it from its printed records, `service.dataset.printed`)."""
 
-from pathlib import Path
 from typing import Any, Final
 
 import duckdb
 
-from ingest.query import open_version
 from service.dataset.queries import (
     ISO_TIMESTAMP,
     ORDER_COLUMNS,
@@ -44,11 +42,6 @@ ORDER BY {order}
 LIMIT $limit
 OFFSET $offset
 """
-
-
-def plain(version_dir: Path) -> duckdb.DuckDBPyConnection:
-    """A connection of the tests' own over a version's Parquet files (none of the service's)."""
-    return open_version(version_dir)
 
 
 def rows(con: duckdb.DuckDBPyConnection, sql: str, parameters: dict[str, Any]) -> list[Any]:

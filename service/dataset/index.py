@@ -102,14 +102,9 @@ class ResultsIndex:
         # It is indexed only as the arrays are (a slice, or positions), so it stands as one.
         self._arrays[POSITION] = cast(Array, Positions())
         self.price_keys = PriceKeys(directory)
-        # Each coded column's values by code, for `decoded` (code 0, no value: null), and as
-        # Python values for `printed` (the flags as booleans).
+        # Each coded column's values by code, for `values` (code 0, no value: null).
         self._values_of = {
             column: pa.array([None, *values], pa.string()) for column, values in names.items()
-        }
-        self._printed_values: dict[str, list[Any]] = {
-            column: [None, *(value == "true" if column in FLAGS else value for value in values)]
-            for column, values in names.items()
         }
         self.runs = self._find_runs()
         # Each run's distinct effective starts and where each begins, so requests only read them.
@@ -172,17 +167,15 @@ class ResultsIndex:
         return np.where(pc.is_null(values).to_numpy(zero_copy_only=False), -1, codes)
 
     def decode(self, column: str, codes: Array, missing: Array | None = None) -> pa.Array:
-        """A coded column's values by their codes (code 0, no value, and `missing`: null)."""
-        return self._values_of[column].take(pa.array(codes, mask=missing))
-
-    def printed(self, column: str, codes: Array) -> list[Any]:
-        """A coded column's values (the flags as booleans), or a date's as `YYYY-MM-DD`, as a
-        JSON answer prints them (None for no value, or an open end)."""
+        """A column's values from the index's codes of it: a coded column's (code 0, no value:
+        null; the flags as booleans), a day's as a date (an open end: null); `missing` rows
+        null."""
         if column in DAYS:
-            return [None if day == NO_END else (EPOCH + timedelta(days=day)).isoformat()
-                    for day in codes.tolist()]  # fmt: skip
-        values = self._printed_values[column]
-        return [values[code] for code in codes.tolist()]
+            open_end = codes == NO_END
+            mask = open_end if missing is None else missing | open_end
+            return pa.array(codes, pa.int32(), mask=mask).cast(pa.date32())
+        values = self._values_of[column].take(pa.array(codes, mask=missing))
+        return pc.equal(values, "true") if column in FLAGS else values
 
     def value(self, column: str, code: int) -> str:
         """The value a coded column's code stands for."""
@@ -197,19 +190,10 @@ class ResultsIndex:
         (the flags as booleans), the dates as dates (`effective_end` null while open)."""
         missing = positions == NO_RECORD
         at = np.where(missing, 0, positions)
-        columns = {
+        return {
             column: self.decode(column, np.asarray(self._arrays[column][at]), missing)
-            for column in coded
+            for column in (*coded, *DAYS)
         }
-        for flag in set(FLAGS) & set(coded):
-            columns[flag] = pc.equal(columns[flag], "true")
-        starts = np.asarray(self._arrays["effective_start"][at])
-        ends = np.asarray(self._arrays["effective_end"][at])
-        confirmed = np.asarray(self._arrays["confirmed_through"][at])
-        columns["effective_start"] = pa.array(starts, mask=missing).cast(pa.date32())
-        columns["effective_end"] = pa.array(ends, mask=missing | (ends == NO_END)).cast(pa.date32())
-        columns["confirmed_through"] = pa.array(confirmed, mask=missing).cast(pa.date32())
-        return columns
 
     def _present(self, column: str, seen: Array) -> list[str]:
         """The values of a coded column with any record (no value, code 0, left out)."""

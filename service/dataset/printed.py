@@ -16,7 +16,7 @@ import numpy as np
 import orjson
 
 from ingest.layout import PRINTED_CODES_FILE, PRINTED_COLUMNS, PRINTED_FILE, RECORD_ORDER
-from service.dataset.index import EPOCH, ResultsIndex
+from service.dataset.index import DAYS, EPOCH, ResultsIndex
 from service.dataset.mapped import MappedTable
 from service.dataset.queries import SOURCE_FIELDS, Included
 
@@ -58,8 +58,9 @@ class PrintedRecords:
             elif column in PLACE:
                 place = PLACE[column]
                 values.append([row[place] for row in rows])
-            else:
-                values.append(self._index.printed(column, codes[column]))
+            else:  # a code, or a day (printed as `YYYY-MM-DD`)
+                decoded = self._index.decode(column, codes[column]).to_pylist()
+                values.append([_text(value) for value in decoded] if column in DAYS else decoded)
         names = [name for name, _ in fields]
         return [dict(zip(names, record, strict=True)) for record in zip(*values, strict=True)]
 
@@ -82,6 +83,10 @@ def _presumed(confirmed_through: Any, day: date | None) -> list[bool | None]:
         return [None] * len(confirmed_through)
     presumed: list[bool | None] = (confirmed_through < (day - EPOCH).days).tolist()
     return presumed
+
+
+def _text(day: date | None) -> str | None:
+    return None if day is None else day.isoformat()
 
 
 def _relationships() -> dict[str, list[Any]]:
