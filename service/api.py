@@ -1,9 +1,9 @@
 """The API, declared once: each endpoint's path, handler, OpenAPI operation and parameters.
 
-The router (`routes`), the query parameters each handler accepts and how each reads (its type,
-allowed values, bounds and default: `service.endpoints.params.Parameter`, which the route that
-matched hands the handler) and the OpenAPI document's paths and parameter lists
-(`document`) are all made from `ENDPOINTS`. What a declaration names stands in
+The front door's dispatch table (`table`), the query parameters each handler accepts and how
+each reads (its type, allowed values, bounds and default: `service.endpoints.params.Parameter`,
+which the route that matched hands the handler) and the OpenAPI document's paths and parameter
+lists (`document`) are all made from `ENDPOINTS`. What a declaration names stands in
 `service/operations.json`: each operation's tags, summary, description, security and responses
 by `operationId`, and the components (parameters, schemas, responses, headers) they refer to,
 but for the closed lists the code holds, which `service.closed_lists` writes in.
@@ -14,18 +14,19 @@ Adding an endpoint: a handler, one `Endpoint` below, its operation (and any new 
 `operations.json`, then `make openapi`.
 """
 
+import inspect
 import json
 import sys
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import BaseRoute, Route
 
 from service import closed_lists
+from service.edge.dispatch import Handler, PathTable, Route
 from service.endpoints import (
     compare,
     estimates,
@@ -39,7 +40,6 @@ from service.endpoints import (
 from service.endpoints.params import Parameter
 from service.urls import API_PREFIX, OPENAPI_PATH, PREFIXES
 
-Handler = Callable[[Request], Response | Awaitable[Response]]
 OPERATIONS_FILE: Final = Path(__file__).with_name("operations.json")
 OPENAPI_FILE: Final = Path(__file__).with_name("openapi.json")
 # operations.json with the closed lists the code holds written in (`service.closed_lists`).
@@ -96,7 +96,7 @@ PAGE = ("PageSize", "PageNumber")
 ORDER = ("OrderBy", "OrderDir")
 INCLUDED = ("IncludeSource", "IncludeFootnotes", "IncludeDefinitions")
 
-# The whole URL space of the API, top to bottom (the order routes are matched in).
+# The whole URL space of the API, top to bottom.
 ENDPOINTS: Final = (
     Endpoint("/suppliers/{supplier_name}/participants", suppliers.participants,
              "listSupplierParticipants", (*SUPPLIER, *WINDOW, *CONDITIONAL)),
@@ -120,7 +120,8 @@ ENDPOINTS: Final = (
               "ResultsStartDate",
               "ResultsEndDate", "LatestOnly", *DAY, *ORDER, *PAGE, *INCLUDED, "Format",
               *CONDITIONAL)),
-    # `filters` and `versions/...` before `{record_id}`, which would otherwise match them.
+    # `filters` and `versions/...` are taken before `{record_id}`: a literal segment comes
+    # before a parameter (`service.edge.dispatch`).
     Endpoint("/fee-schedule-results/filters", results.filters, "getFeeScheduleFilters",
              (*VENUES, *DAY, *CONDITIONAL)),
     Endpoint("/fee-schedule-results/versions/{version_id}", results.results_by_version,
@@ -146,37 +147,33 @@ ENDPOINTS: Final = (
 )  # fmt: skip
 
 
-class DeclaredRoute(Route):
-    """A route that knows how each query parameter its endpoint declares reads (`parameters`),
-    for the handler's parameter reading (`service.endpoints.params`)."""
-
-    def __init__(
-        self, path: str, handler: Handler, parameters: dict[str, Parameter], method: str
-    ) -> None:
-        super().__init__(path, handler, methods=["GET", "HEAD"] if method == "GET" else [method])
-        self.parameters = parameters
-
-
-def routes(endpoints: Sequence[Endpoint] = ENDPOINTS) -> list[BaseRoute]:
-    """Every declared endpoint's routes, in declaration order."""
+def table(endpoints: Sequence[Endpoint] = ENDPOINTS) -> PathTable:
+    """Every declared endpoint's paths, for the front door's dispatch (`service.edge.dispatch`)."""
     openapi = OPENAPI_FILE.read_bytes()
 
     async def serve_document(request: Request) -> Response:
         """The OpenAPI 3.1 document (no key needed: it describes, it holds no data)."""
         return Response(openapi, media_type="application/json")
 
-    made: list[BaseRoute] = []
+    paths = PathTable()
     for endpoint in endpoints:
         handler = endpoint.handler or serve_document
         bare = endpoint.path.rstrip("/")
-        paths = (
+        route = Route(
+            template=bare if endpoint.prefixed else endpoint.path,
+            handler=handler,
+            parameters=endpoint.query,
+            methods=("GET", "HEAD") if endpoint.method == "GET" else (endpoint.method,),
+            on_loop=inspect.iscoroutinefunction(handler),
+        )
+        written = (
             [prefix + bare + slash for prefix in PREFIXES for slash in ("", "/")]
             if endpoint.prefixed
             else [endpoint.path]
         )
-        parameters = endpoint.query
-        made += [DeclaredRoute(path, handler, parameters, endpoint.method) for path in paths]
-    return made
+        for path in written:
+            paths.add(path, route)
+    return paths
 
 
 def document(

@@ -31,10 +31,10 @@ from service.pages import docs, explore
 from service.settings import VERBOSE, Settings
 
 
-def routes(endpoints: Sequence[api.Endpoint] = api.ENDPOINTS) -> list[BaseRoute]:
-    """The API's declared routes (`service.api`), then what lies outside the OpenAPI document."""
+def routes() -> list[BaseRoute]:
+    """What Starlette routes: what lies outside the OpenAPI document (the front door dispatches
+    the API's own endpoints, `service.edge.dispatch`)."""
     return [
-        *api.routes(endpoints),
         Route("/metrics", metrics, methods=["GET", "HEAD"]),  # Prometheus's own text format
         *docs.routes(),  # the interactive reference at /docs, with its files
         *explore.routes(),  # the fee explorer at /explore, with its script and style
@@ -85,7 +85,7 @@ def create_app(
     access = AccessLog.open(settings.access_log) if settings.log_level in VERBOSE else None
 
     app = Starlette(
-        routes=routes(endpoints),
+        routes=routes(),
         lifespan=partial(lifespan, watcher, limiter, access),
         exception_handlers={
             ApiError: api_error,
@@ -101,6 +101,7 @@ def create_app(
     app.state.metrics = registry_for(ServiceCollector(stats, holder, cache, limiter))
     return FrontDoor(
         app,
+        paths=api.table(endpoints),
         cache=cache,
         holder=holder,
         keystore=Keystore(settings.accounts_file),

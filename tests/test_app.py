@@ -115,14 +115,14 @@ def test_other_methods_are_405_with_allow_and_a_family_body(
         405,
         {"error": "Method Not Allowed", "message": "method not allowed; use GET or HEAD"},
     )
-    assert set(supplier.headers["allow"].split(", ")) == {"GET", "HEAD"}
+    assert supplier.headers["allow"] == "GET, HEAD"
     exchange = client.request(method, "/api/v1/exchanges/")
     assert exchange.status_code == 405
     assert exchange.json()["error"] == {
         "code": "METHOD_NOT_ALLOWED",
         "message": "method not allowed; use GET or HEAD",
     }
-    assert set(exchange.headers["allow"].split(", ")) == {"GET", "HEAD"}
+    assert exchange.headers["allow"] == "GET, HEAD"
 
 
 @pytest.mark.parametrize(

@@ -152,14 +152,14 @@ def test_errors_are_answered_afresh(live: LiveServer) -> None:
 
 
 def answer(body: dict[str, object]) -> Stored:
-    return Stored.of(JSONResponse(body).body, [], "/route")
+    return Stored.of(JSONResponse(body).body, [])
 
 
 def enveloped(data: object, meta: dict[str, object]) -> Stored:
     """An exchange-family answer as the envelope builds it, kept as the front door keeps it."""
     call = Call(b"id", time.perf_counter(), Family.EXCHANGE, None)
     response = envelope.answer(call, data, meta)
-    return Stored.of(bytes(response.body), [], "/route", call.timed)
+    return Stored.of(bytes(response.body), [], call.timed)
 
 
 @pytest.mark.parametrize("meta", [{"record_count": 2}, {}], ids=["meta", "empty-meta"])
@@ -208,7 +208,7 @@ def test_the_bound_counts_what_an_entry_costs_not_only_its_body() -> None:
                    (b"end_date=2023-06-30", b"start_date=%d-01-01" % number), None)  # fmt: skip
             headers = [(b"content-type", b"application/json"), (VERSION_HEADER, b"v1"),
                        (ETAG, b'W/"v1.%024x"' % number), (CACHE_CONTROL, b"private")]  # fmt: skip
-            cache.put("v1", key, Stored.of(JSON(answer_data).body, headers, "/route"))
+            cache.put("v1", key, Stored.of(JSON(answer_data).body, headers))
         gc.collect()
         taken, _ = tracemalloc.get_traced_memory()
     finally:

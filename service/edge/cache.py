@@ -55,14 +55,12 @@ class Stored:
     head: bytes  # the body up to the query time (all of it when there is none)
     tail: bytes | None  # the body after the query time; None when there is no query time
     headers: tuple[tuple[bytes, bytes], ...]
-    route: str  # the route template it answers, for metrics and the access line
 
     @classmethod
     def of(
         cls,
         body: bytes,
         headers: list[tuple[bytes, bytes]],
-        route: str,
         timed: tuple[int, int] | None = None,
     ) -> "Stored":
         """An answer to keep; `timed` is where its query time stands in `body`, as the
@@ -70,9 +68,9 @@ class Stored:
         without one."""
         stored_headers = tuple((k, v) for k, v in headers if k in KEPT_HEADERS)
         if timed is None:  # kept as a copy of its own length (`exact`)
-            return cls(exact(body), None, stored_headers, route)
+            return cls(exact(body), None, stored_headers)
         start, end = timed
-        return cls(body[:start], body[end:], stored_headers, route)
+        return cls(body[:start], body[end:], stored_headers)
 
     @property
     def etag(self) -> bytes:

@@ -5,14 +5,16 @@ In order: the request is stamped into a `Call` (arrival, request id); an API req
 checked once, and the call holds its account, its cache key and the version it is answered
 from; the key's rate limit is taken (429 when its bucket is empty); a GET or HEAD whose answer
 is cached is answered here, with no routing or `Response` object (what a static file costs).
-Everything else goes on to Starlette: its router picks the handler, runs it on the event loop
-(`async def`: it never blocks) or in a worker thread (`def`), and renders what it raises in the
-family's envelope (`service.app`). Each handler reads the call (`CALL.get()`), its account
-first: the family's 401 without a key. On the way out (`service.edge.reply.Reply`) every answer
-gets its headers, its validators or a 304, and a successful JSON answer is kept for the cache.
+Everything else is dispatched here: the API's paths by a table of their segments
+(`service.edge.dispatch`), whose handler runs on the event loop (`async def`: it never blocks)
+or in a worker thread (`def`), what it raises rendered in the family's envelope; any other path
+(the pages, the metrics scrape, a 404) goes on to Starlette. Each handler reads the call
+(`CALL.get()`), its account first: the family's 401 without a key. On the way out
+(`service.edge.reply.Reply`) every answer gets its headers, its validators or a 304, and a
+successful JSON answer is kept for the cache.
 Anything unexpected becomes a logged 500 in the envelope, with the connection kept. One
 access-log line per request names the key by its fingerprint, never the key, and the request
-is counted by the route the router matched, for `/metrics`.
+is counted by the endpoint it named, for `/metrics`.
 """
 
 import logging
@@ -21,11 +23,13 @@ from typing import Any
 
 from starlette.applications import Starlette
 from starlette.datastructures import Headers
+from starlette.requests import Request
 from starlette.routing import BaseRoute, Match, Mount, Route
 from starlette.types import Receive, Scope, Send
 
 from service.accounts import Account, Keystore
 from service.dataset.watcher import DatasetHolder
+from service.edge import dispatch
 from service.edge.access import challenge, presented_key
 from service.edge.accesslog import AccessLog
 from service.edge.cache import (
@@ -40,7 +44,7 @@ from service.edge.cors import with_cors
 from service.edge.metrics import OTHER, RequestStats
 from service.edge.ratelimit import Limiter
 from service.edge.reply import Reply
-from service.errors import ApiError, RateLimited
+from service.errors import ApiError, MethodNotAllowed, RateLimited
 from service.urls import OPENAPI_PATH, PREFIXES
 
 log = logging.getLogger(__name__)
@@ -74,6 +78,7 @@ class FrontDoor:
         self,
         app: Starlette,
         *,
+        paths: dispatch.PathTable,
         cache: ResponseCache,
         holder: DatasetHolder,
         keystore: Keystore,
@@ -85,6 +90,7 @@ class FrontDoor:
     ) -> None:
         self.app = app
         self.state = app.state
+        self._paths = paths
         self._cache = cache
         self._access = access
         self._holder = holder
@@ -125,6 +131,9 @@ class FrontDoor:
             self._done(scope, call, reply)
 
     async def _answer(self, scope: Scope, receive: Receive, call: Call, reply: Reply) -> None:
+        endpoint = self._paths.resolve(scope["path"])  # None: not the API's (Starlette's)
+        if endpoint is not None:
+            reply.route = endpoint[0].template
         if needs_key(scope["path"]):
             call.version = self._holder.current
             self._authenticate(scope, call)
@@ -138,7 +147,36 @@ class FrontDoor:
             if stored is not None:
                 await reply.from_cache(stored)
                 return
-        await self.app(scope, receive, reply.send)
+        if endpoint is None:
+            await self.app(scope, receive, reply.send)
+        else:
+            await self._dispatch(*endpoint, scope, receive, call, reply)
+
+    async def _dispatch(
+        self,
+        route: dispatch.Route,
+        path_params: dict[str, str],
+        scope: Scope,
+        receive: Receive,
+        call: Call,
+        reply: Reply,
+    ) -> None:
+        """Run the endpoint's handler and send its answer; what it raises is rendered in the
+        family's envelope, unless its answer had begun (then the door's 500, as Starlette's
+        own handling did)."""
+        if scope["method"] not in route.methods:
+            await call.render(MethodNotAllowed(route.allow))(scope, receive, reply.send)
+            return
+        # What Starlette's router gave a handler: the app (its state), the route (the
+        # parameters it declares) and the path's parameters.
+        scope["app"], scope["route"], scope["path_params"] = self.app, route, path_params
+        try:
+            response = await route.answer(Request(scope, receive))
+            await response(scope, receive, reply.send)
+        except ApiError as error:
+            if reply.headed:
+                raise
+            await call.render(error)(scope, receive, reply.send)
 
     def _authenticate(self, scope: Scope, call: Call) -> None:
         """The account of the key the request presents, and its cache key, into `call` (left
@@ -172,8 +210,8 @@ class FrontDoor:
             self._cache.put(call.version.version_id, call.key, stored)
 
     def _route(self, scope: Scope) -> str:
-        """The route template the request answered to: the router's own match, made again
-        for a request the door answered (429, 500) or no route took (404)."""
+        """The template of the Starlette route the request answered to: the router's own
+        match, made again for a request no route took (404)."""
         route: BaseRoute | None = scope.get("route")
         if route is None:
             route = next(
@@ -187,7 +225,7 @@ class FrontDoor:
         seconds = time.perf_counter() - call.started
         route = reply.route or self._route(scope)
         if reply.cacheable is not None and self._cache.enabled:
-            self._keep(call, Stored.of(*reply.cacheable, route, call.timed))
+            self._keep(call, Stored.of(*reply.cacheable, call.timed))
         self._stats.observe(route, reply.status, seconds)
         if self._access is not None:
             self._access.write(

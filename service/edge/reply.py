@@ -46,7 +46,7 @@ class Reply:
         self.status = 0
         self.started = self.finished = False  # started: the head has been sent
         self.replaced = False  # by a 304 (`NotSent` stops the answer it replaced)
-        self.route: str | None = None  # known without routing: a cached answer's
+        self.route: str | None = None  # the endpoint's template, when the path names one
         self.cacheable: tuple[bytes, list[tuple[bytes, bytes]]] | None = None  # body and headers
         self._head: list[tuple[bytes, bytes]] | None = None  # while a body may be kept
         self._pending: Message | None = None  # the head, until the body's first part
@@ -76,6 +76,11 @@ class Reply:
             await self._send({"type": "http.response.body", "body": b""})
             self.finished = True
             raise NotSent
+
+    @property
+    def headed(self) -> bool:
+        """Whether the answer has begun: its head is sent, or held for its body."""
+        return self.started or self._pending is not None
 
     def _start(self, status: int, given: list[tuple[bytes, bytes]]) -> Message:
         self.status, self._head = status, None
@@ -128,6 +133,5 @@ class Reply:
             body = stored.body(self._call.elapsed_ms())
             out = [*stored.headers, (b"content-length", b"%d" % len(body)), *self.headers]
         self.started = self.finished = True
-        self.route = stored.route
         await self._send({"type": "http.response.start", "status": self.status, "headers": out})
         await self._send({"type": "http.response.body", "body": body})
