@@ -19,6 +19,7 @@ holds it to that.
             index/printed*                      the records as answers print them (`PRINTED_FILE`)
             index/price_*                       the price keys, lines, answers (`ingest.price_keys`)
             rollups/*.parquet                   discovery's counts (`ingest.rollups`)
+            rollups/discovery_*.npy             those counts as a search (`DISCOVERY_ARRAYS`)
 
 How each part is written lives with its writer (`ingest.publish`, `ingest.serving`,
 `ingest.rollups`); what a reader needs to find and decode them lives here.
@@ -44,8 +45,9 @@ from ingest.schema import CLOSED_VALUES, SCHEMA_VERSION, UNITS
 # `standard` codes and `ended_by` in the record summary; 6: the `display`, `price_band`, `tier`
 # and `tapes` codes (and a `priceable` table in the serving copy); 7: the price keys in its place;
 # 8: the price lines and answers beside the keys; 9: the printed records and the record order
-# (a results page, a supplier page, a record by id, read without the serving copy).
-LAYOUT_VERSION: Final = 9
+# (a results page, a supplier page, a record by id, read without the serving copy); 10:
+# discovery's counts as a search (`DISCOVERY_ARRAYS`), so opening a version sorts nothing.
+LAYOUT_VERSION: Final = 10
 
 # Where versions are published when neither `--data` nor FEES_DATA_DIR says.
 DEFAULT_DATA_DIR: Final = Path("data/warehouse")
@@ -63,6 +65,25 @@ VERSION_KEY: Final = b"fees:version_id"
 
 # The discovery dimensions (spec endpoints 1-4), counted per effective period in the rollups.
 COUNTED: Final = ("fee_type", "fee_category", "action", "participant")
+
+# Discovery's counts as a search, written by the ingest so opening a version builds nothing
+# (`ingest.rollups.write_discovery_search`, read by `service.dataset.rollups`). A group is one
+# dimension, venue and value: `discovery_groups.parquet` lists them (stamped like every rollup),
+# the n-th group numbered n. Each period of the counts rollup is a search key, the group in the
+# high 32 bits and a day in the low (days since 1970 plus `DAY_OFFSET`; an open side the
+# extreme): `discovery_starts.npy` holds the keys by start, sorted, and `discovery_started.npy`
+# the records up to each (a leading 0); `discovery_ends.npy` and `discovery_ended.npy` the same
+# by end. All int64.
+DISCOVERY_GROUPS: Final = "discovery_groups"
+DISCOVERY_ARRAYS: Final = ("starts", "started", "ends", "ended")
+DAY_OFFSET: Final = 2**31
+OPEN_START: Final = 0
+OPEN_END: Final = 2**32 - 1
+
+
+def discovery_array_path(version_dir: Path, name: str) -> Path:
+    return version_dir / ROLLUP_DIR / f"discovery_{name}.npy"
+
 
 # The index: one array per column, a value per record position. A closed column's value (a
 # vocabulary's, or `uncertain`'s `false`/`true`) is coded as its 1-based place in its list of

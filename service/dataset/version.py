@@ -21,7 +21,14 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ingest import layout
-from ingest.layout import COUNTED, INDEX_DIR, SERVING_FILE, read_manifest, sql_string
+from ingest.layout import (
+    COUNTED,
+    DISCOVERY_GROUPS,
+    INDEX_DIR,
+    SERVING_FILE,
+    read_manifest,
+    sql_string,
+)
 from ingest.schema import SCHEMA_VERSION
 from service.accounts import Account
 from service.dataset import pager, pricing, queries
@@ -33,7 +40,7 @@ from service.dataset.lines import LineIndex
 from service.dataset.order import ResultsOrder
 from service.dataset.printed import TEXT, PrintedRecords
 from service.dataset.records import Records
-from service.dataset.rollups import ENCODED, DiscoveryCounts, read_rollup
+from service.dataset.rollups import DiscoveryCounts, read_rollup
 from service.dataset.venues import DETAIL_COLUMNS, coverage_of, venues_of, versions_of
 from service.settings import Settings
 
@@ -68,7 +75,7 @@ class Dataset:
         )
         self.coverage = coverage_of(self._rollup("coverage"))
         self.versions = versions_of(self._rollup("versions"))
-        self._discovery = DiscoveryCounts(self._rollup("counts", dictionary=ENCODED))
+        self._discovery = DiscoveryCounts(self._rollup(DISCOVERY_GROUPS), version_dir)
 
     def _attach(self) -> ResultsIndex:
         """The registry's view, the serving copy attached, and the index and printed records,
@@ -285,8 +292,8 @@ class Dataset:
             raise ValueError(f"no rollup for {column!r}")
         return self._discovery.count(column, code, start, end)
 
-    def _rollup(self, name: str, *, dictionary: tuple[str, ...] = ()) -> pa.Table:
-        return read_rollup(self.version_dir, name, self.version_id, dictionary=dictionary)
+    def _rollup(self, name: str) -> pa.Table:
+        return read_rollup(self.version_dir, name, self.version_id)
 
 
 def _check_files(version_dir: Path, manifest: dict[str, Any]) -> None:
