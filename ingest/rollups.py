@@ -12,9 +12,10 @@
                                (`ingest.layout.DISCOVERY_ARRAYS`)
 
 Each Parquet file carries the version id in its key-value metadata (`fees:version_id`); the
-service refuses to open a version whose rollups name another. They are small (thousands of
-rows at 10M records), so opening a version reads them whole instead of grouping millions of
-records, and a discovery call sums a few hundred rows in memory (`service.dataset.rollups`).
+service refuses to open a version whose rollups name another. They are small (about a million
+rows of counts at 10M records, the rest thousands), so opening a version reads them instead of
+grouping millions of records, and a discovery call is two binary searches per value over the
+counts' search (`service.dataset.rollups`).
 """
 
 from datetime import date

@@ -255,8 +255,8 @@ def _write_lines(
 def _write_mapped(
     con: duckdb.DuckDBPyConnection, sql: str, columns: tuple[str, ...], path: Path
 ) -> None:
-    """A query's rows (the summary, the details), streamed batch by batch into an Arrow IPC
-    file the service memory-maps (never whole in memory)."""
+    """A query's rows (the record summary, the printed records), streamed batch by batch into
+    an Arrow IPC file the service memory-maps (never whole in memory)."""
     reader = con.sql(sql).to_arrow_reader(MAPPED_BATCH)
     if list(reader.schema.names) != list(columns):
         raise ValueError(f"the columns of {path.name} are not those of its layout")

@@ -104,8 +104,8 @@ PRESUMED: Final = "CASE WHEN $as_of IS NOT NULL THEN confirmed_through < $as_of 
 # page, raw file and line) are null unless `include_source` is true, as in the compatible
 # service; how the record is known (`source_kind`, `date_basis`, `uncertain`) is always sent,
 # since clients filter on it. `relationships` is null unless `include_footnotes` or
-# `include_definitions` is true. JSON answers are printed from the record summary, details and
-# index (`service.dataset.records`); downloads are shaped here, in SQL (`result_item`).
+# `include_definitions` is true. JSON answers are printed from the printed records and the
+# index (`service.dataset.printed`); downloads are shaped here, in SQL (`result_item`).
 RESULT_FIELDS: Final = (
     ("record_id", "record_id"),
     ("exchange_name", "exchange"),
