@@ -24,6 +24,7 @@ between the markers of `docs/benchmarks.md`.
 
 import argparse
 import itertools
+import json
 import os
 import random
 import re
@@ -71,14 +72,37 @@ async def _static(request: Request) -> Response:
     return Response(STATIC_BODY, media_type="application/json")
 
 
+STATIC_HEADERS = len(Response(STATIC_BODY, media_type="application/json").raw_headers)
+
+
 static_app = Starlette(routes=[Route("/static", _static)])
+# A header the replayed answer does not carry: uvicorn writes its own `date` (and, as the
+# service runs it, no `server`).
+UNREPLAYED = (b"date", b"server")
 
 
-def serve_static(port: int) -> None:
+def replay_app(answer: Path) -> Starlette:
+    """The ceiling's app answering the bytes `capture` saved instead of its own: the service's
+    answer, body and headers, with none of the service's work."""
+    saved = json.loads(answer.read_text())
+    body = saved["body"].encode("latin-1")
+    headers = [(name.encode("latin-1"), text.encode("latin-1")) for name, text in saved["headers"]]
+
+    async def replayed(request: Request) -> Response:
+        response = Response(body)
+        response.raw_headers = headers
+        return response
+
+    return Starlette(routes=[Route("/static", replayed)])
+
+
+def serve_static(port: int, answer: str | None = None) -> None:
     """The ceiling on the server the service runs on: uvicorn with `python -m service serve`'s
-    options (its bounded HTTP protocol, no `Server` header, no access lines)."""
+    options (its bounded HTTP protocol, no `Server` header, no access lines). With `answer`
+    (a file `capture` wrote), it answers those bytes instead of its own."""
     options = server_options(Settings(log_level="warning"))
-    uvicorn.run(static_app, host="127.0.0.1", port=port, **options)
+    app = static_app if answer is None else replay_app(Path(answer))
+    uvicorn.run(app, host="127.0.0.1", port=port, **options)
 
 
 KEY = "demo-key"
@@ -110,6 +134,27 @@ def cases(supplier: str) -> list[Case]:
         Case(f"date-ranges ({supplier})", f"{base}/date-ranges", SUPPLIER_HEADERS),
         Case("exchanges", "/api/v1/exchanges/", EXCHANGE_HEADERS),
     ]
+
+
+def static_server(port: int, answer: Path | None = None) -> list[str]:
+    """The command that runs `serve_static` in a process of its own."""
+    arguments = f"{port}" if answer is None else f"{port}, {str(answer)!r}"
+    run = f"from tools.bench import serve_static; serve_static({arguments})"
+    return [sys.executable, "-c", run]
+
+
+def capture(port: int, case: Case, into: Path) -> tuple[int, int]:
+    """Save the service's answer to `case` (body and headers, as `replay_app` reads them);
+    returns the body's bytes and the headers' count."""
+    response = httpx.get(f"http://127.0.0.1:{port}{case.path}", headers=case.headers)
+    response.raise_for_status()
+    headers = [
+        (name.decode("latin-1"), value.decode("latin-1"))
+        for name, value in response.headers.raw
+        if name.lower() not in UNREPLAYED
+    ]
+    into.write_text(json.dumps({"body": response.content.decode("latin-1"), "headers": headers}))
+    return len(response.content), len(headers)
 
 
 COLD_REQUESTS = 2_000  # distinct requests per cold case, drawn once with a fixed seed
@@ -275,6 +320,12 @@ def memory_kb(pid: int) -> dict[str, int]:
         for name, value in fields.items()
         if name.startswith(("Vm", "Rss"))
     }
+
+
+def resident_parts_mb(process: subprocess.Popen[bytes]) -> tuple[int, int]:
+    """A process's resident memory in MB as (anonymous, file-backed)."""
+    memory = memory_kb(process.pid)
+    return memory["RssAnon"] // 1024, memory["RssFile"] // 1024
 
 
 def anonymous_mb(process: subprocess.Popen[bytes]) -> int:
@@ -518,8 +569,6 @@ def main(argv: list[str] | None = None) -> int:
     ACCESS_LOG.parent.mkdir(exist_ok=True)
     ACCESS_LOG.unlink(missing_ok=True)
     ceiling_port = args.port + 1
-    serve_ceiling = f"from tools.bench import serve_static; serve_static({ceiling_port})"
-    static_server = [sys.executable, "-c", serve_ceiling]
     serve = [sys.executable, "-m", "service", "serve", "--port", str(args.port)]
     probe = cases(args.supplier)[-1]
 
@@ -531,7 +580,7 @@ def main(argv: list[str] | None = None) -> int:
     quiet_port = args.port + 2  # the same server writing no access lines
     quiet = [sys.executable, "-m", "service", "serve", "--port", str(quiet_port)]
     with (
-        serving(static_server, ceiling_port, STATIC_CASE, env),
+        serving(static_server(ceiling_port), ceiling_port, STATIC_CASE, env),
         serving(serve, args.port, probe, big, ACCESS_LOG) as (process, ready_seconds),
         serving(quiet, quiet_port, probe, {**big, "FEES_LOG_LEVEL": "warning"}),
     ):
@@ -548,6 +597,17 @@ def main(argv: list[str] | None = None) -> int:
             first.name,
             paired(args.port, first, quiet_port, args.seconds, args.connections, first),
         )
+        # The same answer's bytes served by the ceiling's app: what the service's own work per
+        # request leaves of what those bytes allow.
+        answer = ACCESS_LOG.parent / "answer.json"
+        answer_size = capture(args.port, first, answer)
+        replay_port = args.port + 3
+        replayed = Case(f"{first.name}, replayed", STATIC_CASE.path, first.headers)
+        with serving(static_server(replay_port, answer), replay_port, replayed, env):
+            same_bytes = Warm.of(
+                first.name,
+                paired(args.port, first, replay_port, args.seconds, args.connections, replayed),
+            )
         fresh = [
             Warm.of(
                 case.name, paired(args.port, case, ceiling_port, args.seconds, args.connections)
@@ -609,17 +669,18 @@ def main(argv: list[str] | None = None) -> int:
                 exported, rate = export_rate(args.port)
                 ended = rss_mb(process)
                 time.sleep(SETTLE_SECONDS)
-                after = rss_mb(process)
+                after, after_parts = rss_mb(process), resident_parts_mb(process)
         measured.append(size)
     table = "\n\n".join(
         [
             report(warm, args, largest, ready_seconds),
+            same_bytes_report(same_bytes, *answer_size),
             fresh_report(fresh, logging_cost),
             cold_report(measured),
             detail_report(detail),
             f"{EXPORT.name}: {exported:,} rows at {rate:,.0f} rows/s "
             f"(target {EXPORT_TARGET:,}: {met(rate >= EXPORT_TARGET)}).",
-            others_report(switched, warm_rss, (before, ended, after), ready_seconds),
+            others_report(switched, warm_rss, (before, ended, after), after_parts, ready_seconds),
             anonymous_report(*served_anonymous),
             sizing_report(sized_memory),
             filled.report(),
@@ -761,6 +822,17 @@ def report(
     return "\n".join(lines)
 
 
+def same_bytes_report(same_bytes: Warm, body_bytes: int, headers: int) -> str:
+    return (
+        f"Same bytes: {same_bytes.name} (cached) at {same_bytes.load.requests_per_second:,.0f} "
+        f"req/s, {same_bytes.ratio:.0%} of the ceiling's app answering that answer's own bytes "
+        f"({body_bytes:,} bytes of body and {headers} headers, replayed; in alternate rounds). "
+        f"The ceiling above answers {len(STATIC_BODY)} bytes and {STATIC_HEADERS} headers, so "
+        "this ratio is what the service's own work leaves; the rest of the warm gap is the "
+        "answer's size."
+    )
+
+
 def fresh_report(fresh: list[Warm], logging_cost: Warm) -> str:
     """The access lines' cost on a cached answer, and the cold cases with the cache on."""
     load = logging_cost.load
@@ -872,12 +944,14 @@ def others_report(
     switched: Switch,
     warm_rss: tuple[int, int],
     export_rss: tuple[tuple[int, int], tuple[int, int], tuple[int, int]],
+    export_parts: tuple[int, int],
     ready_seconds: float,
 ) -> str:
     """`export_rss`: (current, peak) before the export, as it ended, and `SETTLE_SECONDS`
-    later."""
+    later; `export_parts`: the last as (anonymous, file-backed)."""
     served = switched.served_after
     before, ended, after = export_rss
+    anonymous, file = export_parts
     peak = max(warm_rss[1], after[1])
     return "\n".join(
         [
@@ -897,6 +971,11 @@ def others_report(
             f"| server RSS before / as it ended / {SETTLE_SECONDS:g} s after the export (cache "
             f"off) | {before[0]:,} / {ended[0]:,} / {after[0]:,} MB (peak {after[1]:,}) | < "
             f"{RSS_TARGET} MB after: {met(after[0] < RSS_TARGET)} |",
+            # #40 (3) bounds what a replica needs by its anonymous memory: a mapped file's
+            # pages are page cache, which the kernel drops and reads again under pressure.
+            f"| of which the server's own (anonymous) / the mapped version's file pages, "
+            f"{SETTLE_SECONDS:g} s after the export | {anonymous:,} / {file:,} MB | anonymous "
+            f"< {RSS_TARGET} MB: {met(anonymous < RSS_TARGET)} |",
             f"| largest peak RSS seen | {peak:,} MB | — |",
         ]
     )
