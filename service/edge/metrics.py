@@ -35,6 +35,7 @@ class RequestStats:
 
     def __init__(self) -> None:
         self.by_route: dict[tuple[str, int], tuple[list[int], list[float]]] = {}
+        self.at_once = 0  # of them, answered by the connection at once (`FrontDoor.at_once`)
 
     def observe(self, route: str, status: int, seconds: float) -> None:
         entry = self.by_route.get((route, status))
@@ -106,6 +107,11 @@ class ServiceCollector(Collector):
             latency.add_metric(labels, cumulative, total[0])
         yield requests
         yield latency
+        yield CounterMetricFamily(
+            "fees_answered_at_once", "Of the requests answered, those the connection answered "
+            "at once from the response cache, with no ASGI cycle (an answer, its 304 or 429).",
+            value=self._stats.at_once,
+        )  # fmt: skip
 
     def _dataset(self) -> Iterator[GaugeMetricFamily]:
         dataset = self._holder.current

@@ -144,11 +144,21 @@ class Limiter:
         self.fallbacks = 0  # requests limited locally because Redis was unreachable
         self.refused = 0  # requests answered 429
 
+    @property
+    def local(self) -> bool:
+        """Whether this process's own buckets decide (no Redis configured)."""
+        return self._script is None
+
     async def take(self, bucket: str, limit: Limit) -> Decision:
         if self._script is None:
-            decision = self._local.take(bucket, limit)
-        else:
-            decision = await self._shared(bucket, limit)
+            return self.take_here(bucket, limit)
+        return self._counted(await self._shared(bucket, limit))
+
+    def take_here(self, bucket: str, limit: Limit) -> Decision:
+        """A token from this process's own buckets, at once (what `take` does when `local`)."""
+        return self._counted(self._local.take(bucket, limit))
+
+    def _counted(self, decision: Decision) -> Decision:
         if not decision.allowed:
             self.refused += 1
         return decision

@@ -1,0 +1,126 @@
+"""Answers the connection makes at once from the response cache (`FrontDoor.at_once`, written by
+`service.edge.protocol`): byte for byte what the ordinary ASGI path answers, counted, in order
+on a pipelined connection, and closed when HTTP/1.0 asks for it."""
+
+import re
+import socket
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import httpx
+import pytest
+
+from tests.conftest import KEYS, LiveServer
+
+PARTICIPANTS = "/api/v1/suppliers/memx/participants?start_date=2020-01-01"
+# The same request, percent-encoded: uvicorn decodes it to the same path, and so the same cache
+# entry, but a path with `%` always takes the ordinary path.
+ENCODED = "/api/v1/suppliers/mem%78/participants?start_date=2020-01-01"
+KEY = f"Authorization: Bearer {KEYS['full']}\r\n"
+# What differs between two answers to the same request: the second of the date, and the
+# bucket's tokens after each.
+VARYING = (b"date", b"x-ratelimit-remaining", b"x-ratelimit-reset")
+
+Answer = tuple[bytes, list[tuple[bytes, bytes]], bytes]  # status line, headers, body
+
+
+def request(target: str, *, method: str = "GET", version: str = "1.1", more: str = "") -> bytes:
+    return f"{method} {target} HTTP/{version}\r\nHost: test\r\n{KEY}{more}\r\n".encode()
+
+
+@contextmanager
+def connected(server: LiveServer) -> Iterator[socket.socket]:
+    host, port = server.url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=10) as connection:
+        yield connection
+
+
+def answers(connection: socket.socket, methods: list[str]) -> list[Answer]:
+    """Read one answer per request sent (HEAD and 304 answers have no body)."""
+    data, read = b"", []
+    for method in methods:
+        while b"\r\n\r\n" not in data:
+            data += connection.recv(65536) or pytest.fail("connection closed early")
+        head, _, data = data.partition(b"\r\n\r\n")
+        status, *lines = head.split(b"\r\n")
+        headers = [(name, value) for name, _, value in (line.partition(b": ") for line in lines)]
+        length = dict(headers).get(b"content-length", b"0")
+        size = 0 if method == "HEAD" or b" 304 " in status else int(length)
+        while len(data) < size:
+            data += connection.recv(65536) or pytest.fail("connection closed early")
+        read.append((status, headers, data[:size]))
+        data = data[size:]
+    assert data == b""
+    return read
+
+
+def exchange(server: LiveServer, *sent: tuple[bytes, str]) -> list[Answer]:
+    """Send every request in one write (pipelined), and read their answers."""
+    with connected(server) as connection:
+        connection.sendall(b"".join(raw for raw, _ in sent))
+        return answers(connection, [method for _, method in sent])
+
+
+def at_once(client: httpx.Client) -> int:
+    text = client.get("/metrics").text
+    return int(float(re.search(r"^fees_answered_at_once_total (\S+)$", text, re.M)[1]))  # type: ignore[index]
+
+
+def steady(answer: Answer) -> Answer:
+    status, headers, body = answer
+    return status, [(n, b"*" if n in VARYING else v) for n, v in headers], body
+
+
+@pytest.mark.parametrize(
+    ("method", "more"),
+    [("GET", ""), ("HEAD", ""), ("GET", "If-None-Match: {etag}\r\n")],
+    ids=["get", "head", "not-modified"],
+)
+def test_an_answer_made_at_once_is_the_ordinary_paths_byte_for_byte(
+    server: LiveServer, client: httpx.Client, method: str, more: str
+) -> None:
+    (first,) = exchange(server, (request(PARTICIPANTS), "GET"))  # cached, if it was not
+    etag = dict(first[1])[b"etag"].decode()
+    asked = more.format(etag=etag) + "X-Request-ID: same-id\r\n"
+    before = at_once(client)
+    (made_at_once,) = exchange(server, (request(PARTICIPANTS, method=method, more=asked), method))
+    made_at_once_count = at_once(client) - before
+    (ordinary,) = exchange(server, (request(ENCODED, method=method, more=asked), method))
+    assert (made_at_once_count, at_once(client) - before) == (1, 1)  # the encoded one: not
+    assert steady(made_at_once) == steady(ordinary)
+    status = made_at_once[0]
+    assert status == (b"HTTP/1.1 304 Not Modified" if more else b"HTTP/1.1 200 OK")
+    assert (made_at_once[2] == b"") is (method == "HEAD" or bool(more))
+    if not more:
+        assert dict(made_at_once[1])[b"content-length"] == dict(first[1])[b"content-length"]
+
+
+def test_pipelined_requests_are_answered_in_order_around_one_not_cached(
+    server: LiveServer, client: httpx.Client
+) -> None:
+    exchange(server, (request(PARTICIPANTS), "GET"))
+    fresh = "/api/v1/suppliers/memx/participants?start_date=2020-01-{day:02d}"
+    day = 2 + at_once(client) % 27  # a window not asked before in this session, most likely
+    sent = [
+        (request(PARTICIPANTS, more="X-Request-ID: one\r\n"), "GET"),
+        (request(fresh.format(day=day), more="X-Request-ID: two\r\n"), "GET"),
+        (request(PARTICIPANTS, more="X-Request-ID: three\r\n"), "GET"),
+    ]
+    read = exchange(server, *sent)
+    assert [dict(headers)[b"x-request-id"] for _, headers, _ in read] == [b"one", b"two", b"three"]
+    assert [status for status, _, _ in read] == [b"HTTP/1.1 200 OK"] * 3
+    assert read[0][2] == read[2][2] != read[1][2]
+
+
+def test_an_http_1_0_request_answered_at_once_closes_its_connection(
+    server: LiveServer, client: httpx.Client
+) -> None:
+    exchange(server, (request(PARTICIPANTS), "GET"))
+    before = at_once(client)
+    with connected(server) as connection:
+        connection.sendall(request(PARTICIPANTS, version="1.0"))
+        ((status, headers, body),) = answers(connection, ["GET"])
+        assert connection.recv(1) == b""  # closed after the answer
+    assert at_once(client) - before == 1
+    assert (status, headers[-1]) == (b"HTTP/1.1 200 OK", (b"connection", b"close"))
+    assert len(body) == int(dict(headers)[b"content-length"])
