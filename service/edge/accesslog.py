@@ -36,9 +36,11 @@ FLUSH_SECONDS: Final = 1.0
 LOGGER: Final = "service.access"  # the access lines' `logger` field, as documented (README)
 STDERR: Final = 2  # the descriptor, not `sys.stderr`: the process's own, whoever wraps it
 
-# What a request keeps: the wall-clock time (ns), method, route template, raw path (latin-1),
-# status, duration (ms), request id and the key's fingerprint (None without a valid key).
-Fields = tuple[int, str, str, str, int, float, str, str | None]
+# What a request keeps: the wall-clock time (ns), method, route template, raw path, status,
+# duration (s), request id and the key's fingerprint (None without a valid key). The path, the
+# duration and the id are turned into text when the line is rendered, a batch at a time: done
+# for each request, that cost about 5% of a cached answer's throughput (`docs/benchmarks.md`).
+Fields = tuple[int, str, str, bytes, int, float, bytes, str | None]
 
 
 class AccessLog:
@@ -84,20 +86,21 @@ class AccessLog:
 
     def write(
         self,
-        *,
         method: str,
         route: str,
-        path: str,
+        raw_path: bytes,
         status: int,
-        duration_ms: float,
-        request_id: str,
+        seconds: float,
+        request_id: bytes,
         key: str | None,
     ) -> None:
         """Keep one request's line (the raw path as the request line carried it: a decoded
         `%0A` could forge lines), to be rendered when it is written."""
-        fields = (time.time_ns(), method, route, path, status, duration_ms, request_id, key)
+        fields = (time.time_ns(), method, route, raw_path, status, seconds, request_id, key)
         if self._terminal:
-            os.write(self._fd, f"INFO:     {_message(fields, path)}\n".encode())
+            path, duration_ms, id_text = _texts(fields)
+            message = _message(method, path, status, duration_ms, id_text, key)
+            os.write(self._fd, f"INFO:     {message}\n".encode())
             return
         self._pending.append(fields)
         if len(self._pending) >= BUFFER_LINES:
@@ -111,12 +114,14 @@ class AccessLog:
 
     def _line(self, fields: Fields) -> bytes:
         """The JSON line `orjson.dumps` makes of the line's dict, byte for byte."""
-        ns, method, route, path, status, duration_ms, request_id, key = fields
+        ns, method, route, _, status, _, _, key = fields
+        path, duration_ms, request_id = _texts(fields)
         path = orjson.dumps(path).decode()  # quoted, escaped: the only field a caller shapes
+        message = _message(method, path[1:-1], status, duration_ms, request_id, key)
         key_json = "null" if key is None else f'"{key}"'
         return (
             f'{{"time":"{self._time(ns)}","level":"INFO","logger":"{LOGGER}",'
-            f'"message":"{_message(fields, path[1:-1])}","method":"{method}",'
+            f'"message":"{message}","method":"{method}",'
             f'"route":"{route}","path":{path},"status":{status},'
             f'"duration_ms":{duration_ms!r},"request_id":"{request_id}","key":{key_json}}}\n'
         ).encode()
@@ -155,9 +160,16 @@ class AccessLog:
         return self._stamp
 
 
-def _message(fields: Fields, path: str) -> str:
+def _texts(fields: Fields) -> tuple[str, float, str]:
+    """A line's raw path (latin-1, byte for byte), duration in milliseconds and request id."""
+    _, _, _, raw_path, _, seconds, request_id, _ = fields
+    return raw_path.decode("latin-1"), round(seconds * 1000, 3), request_id.decode("ascii")
+
+
+def _message(
+    method: str, path: str, status: int, duration_ms: float, request_id: str, key: str | None
+) -> str:
     """The human-readable summary, with `path` as the caller gives it (escaped for JSON)."""
-    _, method, _, _, status, duration_ms, request_id, key = fields
     return f"{method} {path} {status} {duration_ms:.2f}ms request_id={request_id} key={key or '-'}"
 
 

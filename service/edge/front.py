@@ -19,7 +19,6 @@ is counted by the endpoint it named, for `/metrics`.
 
 import logging
 import time
-from collections.abc import Coroutine
 from typing import Any
 
 from starlette.applications import Starlette
@@ -44,7 +43,7 @@ from service.edge.call import CALL, Call, arrival
 from service.edge.cors import with_cors
 from service.edge.metrics import OTHER, RequestStats
 from service.edge.ratelimit import Decision, Limiter
-from service.edge.reply import Reply
+from service.edge.reply import Answer, Reply
 from service.errors import ApiError, MethodNotAllowed, RateLimited
 from service.urls import OPENAPI_PATH, PREFIXES
 
@@ -54,8 +53,6 @@ API_PREFIXES = tuple(f"{prefix}/" for prefix in PREFIXES)
 RECENT_REQUESTS = 4096  # raw requests whose account and cache key are remembered
 CACHED_METHODS = ("GET", "HEAD")
 ORIGIN = b"origin"
-# An answer made at once: its status, its headers and its body.
-Answer = tuple[int, list[tuple[bytes, bytes]], bytes]
 
 
 def _raw_request(scope: Scope) -> tuple[Any, ...]:
@@ -68,32 +65,8 @@ def _raw_request(scope: Scope) -> tuple[Any, ...]:
     )
 
 
-class _Sent:
-    """The messages of an answer made at once, as they are sent."""
-
-    def __init__(self) -> None:
-        self.messages: list[Message] = []
-
-    async def send(self, message: Message) -> None:
-        self.messages.append(message)
-
-    def answer(self) -> Answer:
-        start, body = self.messages  # a cached answer, a 304 or a 429: a head and one body
-        return start["status"], start["headers"], body.get("body", b"")
-
-
-async def _receive() -> Message:
-    raise RuntimeError("an answer made at once reads no request body")
-
-
-def _run_at_once(answering: Coroutine[Any, Any, Any]) -> None:
-    """Run a coroutine that awaits only what returns at once (`_Sent.send`) to its end."""
-    try:
-        answering.send(None)
-    except StopIteration:
-        return
-    answering.close()
-    raise RuntimeError("an answer made at once waited")
+async def _unsent(message: Message) -> None:
+    raise RuntimeError("an answer made at once is returned, not sent")
 
 
 def needs_key(path: str) -> bool:
@@ -186,33 +159,24 @@ class FrontDoor:
             self._authenticate(scope, call)
         if call.caller is not None:
             decision = await self._limiter.take(call.caller.key_id, call.caller.limit)
-            stored = self._cached(scope, call)
-            if await self._refused_or_cached(decision, stored, scope, receive, call, reply):
+            answer = self._refused_or_cached(decision, self._cached(scope, call), call, reply)
+            if answer is not None:
+                await reply.deliver(answer)
                 return
         if endpoint is None:
             await self.app(scope, receive, reply.send)
         else:
             await self._dispatch(*endpoint, scope, receive, call, reply)
 
-    async def _refused_or_cached(
-        self,
-        decision: Decision,
-        stored: Stored | None,
-        scope: Scope,
-        receive: Receive,
-        call: Call,
-        reply: Reply,
-    ) -> bool:
-        """Answer a request its key's rate limit refuses (429), or one whose answer is
-        `stored`; whether it was answered. Awaits nothing but `reply`'s sends."""
+    def _refused_or_cached(
+        self, decision: Decision, stored: Stored | None, call: Call, reply: Reply
+    ) -> Answer | None:
+        """The answer to a request its key's rate limit refuses (429), or to one whose answer
+        is `stored`; None for any other."""
         reply.headers += decision.headers()
         if not decision.allowed:
-            await call.render(RateLimited(decision.retry_after))(scope, receive, reply.send)
-            return True
-        if stored is None:
-            return False
-        await reply.from_cache(stored)
-        return True
+            return reply.whole(call.render(RateLimited(decision.retry_after)))
+        return None if stored is None else reply.cached(stored)
 
     def at_once(self, scope: Scope) -> Answer | None:
         """The answer to a request whose answer the response cache holds, made at once, with no
@@ -240,14 +204,13 @@ class FrontDoor:
             return None
         call = arrival(scope)
         call.version, call.caller, call.key = version, account, key
-        sent = _Sent()
-        reply = Reply(sent.send, call, scope, max_age=self._max_age)
+        reply = Reply(_unsent, call, scope, max_age=self._max_age)
         reply.route = endpoint[0].template
         decision = self._limiter.take_here(account.key_id, account.limit)
-        _run_at_once(self._refused_or_cached(decision, stored, scope, _receive, call, reply))
+        answer = self._refused_or_cached(decision, stored, call, reply)
         self._done(scope, call, reply)
         self._stats.at_once += 1
-        return sent.answer()
+        return answer
 
     async def _dispatch(
         self,
@@ -321,13 +284,8 @@ class FrontDoor:
             self._keep(call, Stored.of(*reply.cacheable, call.timed))
         self._stats.observe(route, reply.status, seconds)
         if self._access is not None:
+            key = call.caller.key_id if call.caller is not None else None
+            raw_path = scope.get("raw_path", b"")
             self._access.write(
-                method=scope["method"],
-                route=route,
-                # The raw path as the request line carried it: a decoded `%0A` could forge lines.
-                path=scope.get("raw_path", b"").decode("latin-1"),
-                status=reply.status,
-                duration_ms=round(seconds * 1000, 3),
-                request_id=call.request_id.decode("ascii"),
-                key=call.caller.key_id if call.caller is not None else None,
+                scope["method"], route, raw_path, reply.status, seconds, call.request_id, key
             )

@@ -7,6 +7,7 @@ answer also names the version it came from; a successful one carries its validat
 names that tag; and a successful one in one piece is kept for the response cache.
 """
 
+from starlette.responses import Response
 from starlette.types import Message, Scope, Send
 
 from service.edge.cache import (
@@ -22,6 +23,8 @@ from service.edge.call import REQUEST_ID, Call
 from service.errors import server_timing
 
 NOSNIFF = (b"x-content-type-options", b"nosniff")
+# An answer made in one piece: its status, its headers and its body.
+Answer = tuple[int, list[tuple[bytes, bytes]], bytes]
 PRIVATE = (b"cache-control", b"private")
 
 
@@ -120,7 +123,7 @@ class Reply:
         etag = entity_tag(call.version.version_id, call.key).encode()
         return [(ETAG, etag), (CACHE_CONTROL, b"private, max-age=" + self._max_age), version]
 
-    async def from_cache(self, stored: Stored) -> None:
+    def cached(self, stored: Stored) -> Answer:
         """A cached answer (or 304), with its own `Cache-Control` (private, with max-age)
         and no `Server-Timing`: its few microseconds are not worth measuring, and measuring
         and writing them cost 4% of its throughput."""
@@ -133,5 +136,16 @@ class Reply:
             body = stored.body(self._call.elapsed_ms())
             out = [*stored.headers, (b"content-length", b"%d" % len(body)), *self.headers]
         self.started = self.finished = True
-        await self._send({"type": "http.response.start", "status": self.status, "headers": out})
+        return self.status, out, body
+
+    def whole(self, response: Response) -> Answer:
+        """A response made whole (an error's), with the headers `send` gives it."""
+        start = self._start(response.status_code, response.raw_headers)
+        self.started = self.finished = True
+        return self.status, start["headers"], bytes(response.body)
+
+    async def deliver(self, answer: Answer) -> None:
+        """Send an answer `cached` or `whole` made."""
+        status, headers, body = answer
+        await self._send({"type": "http.response.start", "status": status, "headers": headers})
         await self._send({"type": "http.response.body", "body": body})
