@@ -6,10 +6,16 @@ import re
 import socket
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 import httpx
 import pytest
 
+from ingest.pipeline import IngestResult
+from service.dataset import watcher as watching
+from service.dataset.version import Dataset
+from service.dataset.watcher import DatasetHolder, VersionWatcher
+from service.settings import Settings
 from tests.conftest import KEYS, LiveServer
 
 PARTICIPANTS = "/api/v1/suppliers/memx/participants?start_date=2020-01-01"
@@ -124,3 +130,30 @@ def test_an_http_1_0_request_answered_at_once_closes_its_connection(
     assert at_once(client) - before == 1
     assert (status, headers[-1]) == (b"HTTP/1.1 200 OK", (b"connection", b"close"))
     assert len(body) == int(dict(headers)[b"content-length"])
+
+
+def test_the_holder_says_when_a_version_is_opening(
+    fixture_version: IngestResult, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Answers made at once give the GIL away while `opening` is set: it is set for the whole
+    open, and cleared after it, whether the version opened or was refused."""
+    holder = DatasetHolder()
+    watcher = VersionWatcher(holder, Settings(data_dir=fixture_version.version_dir.parent.parent))
+    seen: list[bool] = []
+    real = watching.Dataset
+
+    def opened(*args: Any) -> Dataset:
+        seen.append(holder.opening.is_set())
+        return real(*args)
+
+    def broken(*args: Any) -> Dataset:
+        seen.append(holder.opening.is_set())
+        raise OSError("unreadable")
+
+    monkeypatch.setattr(watching, "Dataset", opened)
+    watcher.load_now()
+    assert (seen, holder.opening.is_set(), holder.current is not None) == ([True], False, True)
+    monkeypatch.setattr(watching, "Dataset", broken)
+    watcher.load_now()
+    assert (seen, holder.opening.is_set()) == ([True, True], False)
+    assert watcher.refused is not None

@@ -592,6 +592,7 @@ def main(argv: list[str] | None = None) -> int:
             ceilings += [ceiling for _, ceiling in rounds]
             warm.append(Warm.of(case.name, rounds))
         warm.insert(0, Warm(STATIC_CASE.name, median_load(ceilings), 1.0))
+        warm_at_once = answered_at_once(args.port)
         first = cases(args.supplier)[0]
         logging_cost = Warm.of(
             first.name,
@@ -674,6 +675,7 @@ def main(argv: list[str] | None = None) -> int:
     table = "\n\n".join(
         [
             report(warm, args, largest, ready_seconds),
+            at_once_report(*warm_at_once),
             same_bytes_report(same_bytes, *answer_size),
             fresh_report(fresh, logging_cost),
             cold_report(measured),
@@ -716,6 +718,24 @@ class Filled:
             f"{anonymous / held if held else 0:.1f} times). The bound counts each answer's body "
             f"and {ENTRY_BYTES:,} bytes beside it."
         )
+
+
+def answered_at_once(port: int) -> tuple[int, int]:
+    """Of the requests a server answered, those the connection answered at once, and all
+    (its `/metrics`)."""
+    text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=5).text
+    at_once = re.search(r"^fees_answered_at_once_total (\S+)$", text, re.MULTILINE)
+    answered = re.findall(r"^fees_requests_total\{.*\} (\S+)$", text, re.MULTILINE)
+    assert at_once is not None, "the server does not count its answers made at once"
+    return int(float(at_once[1])), int(sum(map(float, answered)))
+
+
+def at_once_report(at_once: int, answered: int) -> str:
+    return (
+        f"Of the {answered:,} requests the server had answered by the end of its warm cases, "
+        f"{at_once:,} ({at_once / answered:.1%}) were answered at once by the connection, from "
+        "the response cache (`fees_answered_at_once_total`); the rest took the ASGI path."
+    )
 
 
 def cache_held(port: int) -> tuple[int, int]:

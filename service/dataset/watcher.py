@@ -20,10 +20,12 @@ log = logging.getLogger(__name__)
 
 
 class DatasetHolder:
-    """The version requests are answered from; `current` is read once per request."""
+    """The version requests are answered from; `current` is read once per request. `opening`
+    is set while a new version is being opened beside it."""
 
     def __init__(self) -> None:
         self.current: Dataset | None = None
+        self.opening = threading.Event()
 
 
 class VersionWatcher:
@@ -71,6 +73,7 @@ class VersionWatcher:
 
     def _open(self, target: Path) -> None:
         started = time.perf_counter()
+        self._holder.opening.set()
         try:
             dataset = Dataset(self._source.fetch(target), self._settings)
         except DamagedVersion as error:
@@ -83,6 +86,8 @@ class VersionWatcher:
             self._refuse(target, f"{target.name} could not be opened: {error}")
             log.exception("could not open dataset version %s; keeping the previous one", target)
             return
+        finally:
+            self._holder.opening.clear()
         previous, self._holder.current = self._holder.current, dataset
         self._failed, self.refused = None, None
         in_use = {dataset.version_dir, *([previous.version_dir] if previous else [])}

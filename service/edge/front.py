@@ -4,7 +4,9 @@ on its way out, in one place. It is the ASGI app the server runs, with Starlette
 In order: the request is stamped into a `Call` (arrival, request id); an API request's key is
 checked once, and the call holds its account, its cache key and the version it is answered
 from; the key's rate limit is taken (429 when its bucket is empty); a GET or HEAD whose answer
-is cached is answered here, with no routing or `Response` object (what a static file costs).
+is cached is answered here, with no routing or `Response` object. Most such answers never come
+this far: the connection asks `at_once` for them as soon as a request's head is read, and
+writes them with no ASGI cycle at all (`service.edge.protocol`).
 Everything else is dispatched here: the API's paths by a table of their segments
 (`service.edge.dispatch`), whose handler runs on the event loop (`async def`: it never blocks)
 or in a worker thread (`def`), what it raises rendered in the family's envelope; any other path
@@ -202,6 +204,11 @@ class FrontDoor:
         stored = self._cache.get(version.version_id, key)
         if stored is None:
             return None
+        if self._holder.opening.is_set():
+            # Answers made at once hold the GIL back to back: without a pause, the thread
+            # opening a new version waited for it at every return from C, and a 10M-record
+            # version opened in 1.0-1.3 s under load instead of 0.25 s (docs/benchmarks.md).
+            time.sleep(0)
         call = arrival(scope)
         call.version, call.caller, call.key = version, account, key
         reply = Reply(_unsent, call, scope, max_age=self._max_age)
