@@ -183,11 +183,12 @@ class FrontDoor:
     def at_once(self, scope: Scope) -> Answer | None:
         """The answer to a request whose answer the response cache holds, made at once, with no
         ASGI cycle: `service.edge.protocol` writes it as uvicorn would. It is the answer the
-        ordinary path gives (headers, 304, 429, metrics and access line), at about a third of
-        its cost under load (`docs/benchmarks.md`). None when the request takes the ordinary
-        path: a method other than GET or HEAD, a path that needs no key, a key not checked
-        recently under the key store in force, an answer not in the cache, a browser's request
-        when CORS is on, or rate limits kept in Redis (their answer is awaited)."""
+        ordinary path gives (headers, 304, 429, metrics and access line), for about 0.7 of what
+        that path's cached answer costs under load (`docs/benchmarks.md`). None when the
+        request takes the ordinary path: a method other than GET or HEAD, a path that needs no
+        key, a key not checked recently under the key store in force, an answer not in the
+        cache, a browser's request when CORS is on, or rate limits kept in Redis (their answer
+        is awaited)."""
         if not self._answers_at_once or scope["method"] not in CACHED_METHODS:
             return None
         path = scope["path"]

@@ -23,9 +23,9 @@ from service.edge.call import REQUEST_ID, Call
 from service.errors import server_timing
 
 NOSNIFF = (b"x-content-type-options", b"nosniff")
+PRIVATE = (b"cache-control", b"private")
 # An answer made in one piece: its status, its headers and its body.
 Answer = tuple[int, list[tuple[bytes, bytes]], bytes]
-PRIVATE = (b"cache-control", b"private")
 
 
 class NotSent(OSError):
