@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from ingest.pipeline import IngestResult
 from service import memory
 from tools.bench import SIZING
 
@@ -61,3 +62,32 @@ def test_the_deploy_page_states_the_sizing_formula_make_bench_checks() -> None:
     """`docs/deploy.md` tells a deployer the formula `make bench` holds each size to."""
     page = (Path(__file__).parent.parent / "docs" / "deploy.md").read_text(encoding="utf-8")
     assert SIZING.formula() in " ".join(page.split())
+
+
+# A version opened, then opened again in its place, in a fresh interpreter (the collector's
+# freeze is the process's): prints whether the collector was frozen once the first was in
+# place, whether the replaced one was freed, and whether the second serves.
+SETTLED = """
+import gc, sys, weakref
+from pathlib import Path
+from service.dataset.watcher import DatasetHolder, VersionWatcher
+from service.settings import Settings
+
+holder = DatasetHolder()
+watcher = VersionWatcher(holder, Settings(data_dir=Path(sys.argv[1])))
+watcher.load_now()
+frozen = gc.get_freeze_count()
+first = weakref.ref(holder.current)
+watcher.load_now()
+print(frozen > 0, first() is None, holder.current is not None)
+"""
+
+
+def test_a_version_in_place_is_frozen_and_the_one_it_replaced_is_freed(
+    fixture_version: IngestResult,
+) -> None:
+    data_dir = str(fixture_version.version_dir.parent.parent)
+    printed = subprocess.run(
+        [sys.executable, "-c", SETTLED, data_dir], capture_output=True, text=True, check=True
+    ).stdout
+    assert printed.split() == ["True", "True", "True"]

@@ -91,7 +91,9 @@ class VersionWatcher:
         previous, self._holder.current = self._holder.current, dataset
         self._failed, self.refused = None, None
         in_use = {dataset.version_dir, *([previous.version_dir] if previous else [])}
+        del previous  # the replaced version: requests in flight may still hold it
         self._source.trim(in_use)
+        memory.settle_collector()
         memory.release()  # what the open built and dropped (and the version it replaced)
         log.info(
             "serving dataset version %s (opened in %.2f s)",
