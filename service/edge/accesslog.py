@@ -38,8 +38,9 @@ STDERR: Final = 2  # the descriptor, not `sys.stderr`: the process's own, whoeve
 
 # What a request keeps: the wall-clock time (ns), method, route template, raw path, status,
 # duration (s), request id and the key's fingerprint (None without a valid key). The path, the
-# duration and the id are turned into text when the line is rendered, a batch at a time: done
-# for each request, that cost about 5% of a cached answer's throughput (`docs/benchmarks.md`).
+# duration and the id are turned into text when the line is rendered, a batch at a time: under
+# load, batch rendering cost almost nothing, while the arguments built for each request cost
+# 2.7 µs of a cached answer's 47 (`docs/benchmarks.md`, #40 part 4).
 Fields = tuple[int, str, str, bytes, int, float, bytes, str | None]
 
 
