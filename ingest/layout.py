@@ -75,6 +75,7 @@ COUNTED: Final = ("fee_type", "fee_category", "action", "participant")
 # the records up to each (a leading 0); `discovery_ends.npy` and `discovery_ended.npy` the same
 # by end. All int64.
 DISCOVERY_GROUPS: Final = "discovery_groups"
+GROUP_COLUMNS: Final = ("dimension", "exchange", "value")  # of the counts rollup and the groups
 DISCOVERY_ARRAYS: Final = ("starts", "started", "ends", "ended")
 DAY_OFFSET: Final = 2**31
 OPEN_START: Final = 0

@@ -2,11 +2,11 @@
 memory back to the operating system at the few moments that free a lot, and keeping the
 cyclic collector off what lives as long as a version serves (`settle_collector`).
 
-Opening a 10M-record version builds about 100 MB of short-lived arrays (the discovery prefix
-sums are made from the counts rollup), and an export streams hundreds of MB of Arrow batches.
-Both are freed, but glibc keeps freed memory that lies inside its heap, and Arrow's mimalloc
-pool keeps what it had. Measured on the served 10M version: 405 MB once it was ready, 272 MB
-when this module's `release` followed the open.
+Opening a version builds short-lived arrays and tables (before layout 10, about 100 MB at 10M
+records for discovery's prefix sums, which the ingest now writes), and an export streams
+hundreds of MB of Arrow batches. Both are freed, but glibc keeps freed memory that lies inside
+its heap, and Arrow's mimalloc pool keeps what it had. Measured on the served 10M version
+(layout 9): 405 MB once it was ready, 272 MB when this module's `release` followed the open.
 
 DuckDB allocates through its own jemalloc, which keeps freed ("dirty") pages for reuse and
 purges them only when DuckDB allocates again. `configure_duckdb_allocator` has it purge them

@@ -331,7 +331,7 @@ def resident_parts_mb(process: subprocess.Popen[bytes]) -> tuple[int, int]:
 def anonymous_mb(process: subprocess.Popen[bytes]) -> int:
     """A process's anonymous resident memory, in MB: its own, apart from mapped files' pages
     (what a replica must be given; `fees_process_resident_bytes{part="anonymous"}`)."""
-    return memory_kb(process.pid)["RssAnon"] // 1024
+    return resident_parts_mb(process)[0]
 
 
 def export_rate(port: int) -> tuple[int, float]:
@@ -720,14 +720,19 @@ class Filled:
         )
 
 
-def answered_at_once(port: int) -> tuple[int, int]:
-    """Of the requests a server answered, those the connection answered at once, and all
-    (its `/metrics`)."""
+def scraped(port: int) -> dict[str, int]:
+    """A server's `/metrics`: each metric's samples summed over their labels."""
     text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=5).text
-    at_once = re.search(r"^fees_answered_at_once_total (\S+)$", text, re.MULTILINE)
-    answered = re.findall(r"^fees_requests_total\{.*\} (\S+)$", text, re.MULTILINE)
-    assert at_once is not None, "the server does not count its answers made at once"
-    return int(float(at_once[1])), int(sum(map(float, answered)))
+    totals: dict[str, float] = {}
+    for name, value in re.findall(r"^(\w+)(?:\{.*\})? (\S+)$", text, re.MULTILINE):
+        totals[name] = totals.get(name, 0.0) + float(value)
+    return {name: int(total) for name, total in totals.items()}
+
+
+def answered_at_once(port: int) -> tuple[int, int]:
+    """Of the requests a server answered, those the connection answered at once, and all."""
+    metrics = scraped(port)
+    return metrics["fees_answered_at_once_total"], metrics["fees_requests_total"]
 
 
 def at_once_report(at_once: int, answered: int) -> str:
@@ -740,11 +745,8 @@ def at_once_report(at_once: int, answered: int) -> str:
 
 def cache_held(port: int) -> tuple[int, int]:
     """The answers and bytes the response cache holds, from the server's `/metrics`."""
-    text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=5).text
-    found = dict(re.findall(r"^(fees_response_cache_\w+) ([\d.e+]+)$", text, re.MULTILINE))
-    return int(float(found["fees_response_cache_answers"])), int(
-        float(found["fees_response_cache_bytes"])
-    )
+    metrics = scraped(port)
+    return metrics["fees_response_cache_answers"], metrics["fees_response_cache_bytes"]
 
 
 WARM_TARGET = 0.90  # of the ceiling

@@ -22,6 +22,7 @@ import pyarrow.parquet as pq
 from ingest.layout import (
     DAY_OFFSET,
     DISCOVERY_ARRAYS,
+    GROUP_COLUMNS,
     OPEN_END,
     OPEN_START,
     ROLLUP_DIR,
@@ -62,7 +63,7 @@ class DiscoveryCounts:
             for name in DISCOVERY_ARRAYS
         )
         group_numbers: dict[tuple[str, str], dict[str, int]] = defaultdict(dict)
-        named = (groups[name].to_pylist() for name in ("dimension", "exchange", "value"))
+        named = (groups[name].to_pylist() for name in GROUP_COLUMNS)
         for number, (dimension, exchange, value) in enumerate(zip(*named, strict=True)):
             group_numbers[(dimension, exchange)][str(value)] = number << 32
         self._groups = {key: self._group(numbers) for key, numbers in group_numbers.items()}

@@ -127,7 +127,7 @@ class FrontDoor:
         self._cors = bool(cors_origins)
         # Answers made at once (`at_once`) come only from the cache, with the rate limit taken
         # in this process: a Redis round trip is awaited.
-        self._answers_at_once = cache.enabled and limiter.local
+        self.answers_at_once = cache.enabled and limiter.local
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         await self._entry(scope, receive, send)
@@ -189,7 +189,7 @@ class FrontDoor:
         key, a key not checked recently under the key store in force, an answer not in the
         cache, a browser's request when CORS is on, or rate limits kept in Redis (their answer
         is awaited)."""
-        if not self._answers_at_once or scope["method"] not in CACHED_METHODS:
+        if not self.answers_at_once or scope["method"] not in CACHED_METHODS:
             return None
         path = scope["path"]
         endpoint = self._paths.resolve(path)

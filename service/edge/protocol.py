@@ -58,10 +58,11 @@ ANSWERED: Final = _Answered()
 
 def _front_door(app: Any) -> Any:
     """The front door inside the wrappers uvicorn puts around the app (its proxy headers
-    middleware), or None when the app answers nothing at once (a test's plain app)."""
+    middleware), or None when the app answers nothing at once (a test's plain app, or a door
+    with no cache or with rate limits in Redis): then no request is parsed for it."""
     while app is not None and not hasattr(app, "at_once"):
         app = getattr(app, "app", None)
-    return app
+    return app if app is not None and app.answers_at_once else None
 
 
 def _head(status: int, headers: Iterable[tuple[bytes, bytes]]) -> bytes:
