@@ -2,10 +2,12 @@
 `service.edge.protocol`): byte for byte what the ordinary ASGI path answers, counted, in order
 on a pipelined connection, and closed when HTTP/1.0 asks for it."""
 
+import json
 import re
 import socket
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -16,22 +18,25 @@ from service.dataset import watcher as watching
 from service.dataset.version import Dataset
 from service.dataset.watcher import DatasetHolder, VersionWatcher
 from service.settings import Settings
-from tests.conftest import KEYS, LiveServer
+from tests.conftest import KEYS, LiveServer, account_key
 
 PARTICIPANTS = "/api/v1/suppliers/memx/participants?start_date=2020-01-01"
 # The same request, percent-encoded: uvicorn decodes it to the same path, and so the same cache
 # entry, but a path with `%` always takes the ordinary path.
 ENCODED = "/api/v1/suppliers/mem%78/participants?start_date=2020-01-01"
 KEY = f"Authorization: Bearer {KEYS['full']}\r\n"
+TRICKLE = "test-key-at-once-trickle-0123456789abcdef"  # burst 1, then one a minute
 # What differs between two answers to the same request: the second of the date, and the
 # bucket's tokens after each.
-VARYING = (b"date", b"x-ratelimit-remaining", b"x-ratelimit-reset")
+VARYING = (b"date", b"x-ratelimit-remaining", b"x-ratelimit-reset", b"server-timing")
 
 Answer = tuple[bytes, list[tuple[bytes, bytes]], bytes]  # status line, headers, body
 
 
-def request(target: str, *, method: str = "GET", version: str = "1.1", more: str = "") -> bytes:
-    return f"{method} {target} HTTP/{version}\r\nHost: test\r\n{KEY}{more}\r\n".encode()
+def request(
+    target: str, *, method: str = "GET", version: str = "1.1", more: str = "", key: str = KEY
+) -> bytes:
+    return f"{method} {target} HTTP/{version}\r\nHost: test\r\n{key}{more}\r\n".encode()
 
 
 @contextmanager
@@ -99,6 +104,34 @@ def test_an_answer_made_at_once_is_the_ordinary_paths_byte_for_byte(
     assert (made_at_once[2] == b"") is (method == "HEAD" or bool(more))
     if not more:
         assert dict(made_at_once[1])[b"content-length"] == dict(first[1])[b"content-length"]
+
+
+def test_a_429_made_at_once_is_the_ordinary_paths_byte_for_byte(
+    fixture_version: IngestResult, tmp_path: Path
+) -> None:
+    """A key that has spent its burst is refused at once, as the ordinary path refuses it."""
+    document = {
+        "accounts": {
+            "trickle": {
+                "exchanges": None,
+                "rate_limit": {"burst": 1, "per_minute": 1},
+                "keys": [account_key(TRICKLE)],
+            }
+        }
+    }
+    accounts = tmp_path / "accounts.json"
+    accounts.write_text(json.dumps(document), encoding="utf-8")
+    data = fixture_version.version_dir.parent.parent
+    key = f"Authorization: Bearer {TRICKLE}\r\nX-Request-ID: same-id\r\n"
+    with LiveServer(Settings(data_dir=data, accounts_file=accounts)) as live:
+        with httpx.Client(base_url=live.url) as http:
+            (first,) = exchange(live, (request(PARTICIPANTS, key=key), "GET"))  # its token
+            (made_at_once,) = exchange(live, (request(PARTICIPANTS, key=key), "GET"))
+            assert at_once(http) == 1
+            (ordinary,) = exchange(live, (request(ENCODED, key=key), "GET"))
+            assert at_once(http) == 1
+    assert (first[0], made_at_once[0]) == (b"HTTP/1.1 200 OK", b"HTTP/1.1 429 Too Many Requests")
+    assert steady(made_at_once) == steady(ordinary)
 
 
 def test_pipelined_requests_are_answered_in_order_around_one_not_cached(

@@ -15,6 +15,7 @@ import pytest
 
 from ingest.pipeline import IngestResult
 from service.accounts import DEFAULT_LIMIT, Keystore, Limit
+from service.edge import wire
 from service.edge.ratelimit import LocalBuckets
 from service.settings import Settings
 from tests.conftest import LiveServer, account_key, exchange_headers, supplier_headers
@@ -132,6 +133,12 @@ def test_a_bucket_refills_at_its_rate() -> None:
     third = buckets.take("key", limit)
     assert (first.allowed, second.allowed, third.allowed) == (True, False, True)
     assert second.retry_after == 1  # whole seconds, at least one
+
+
+def test_an_allowed_decisions_lines_are_its_headers_as_written() -> None:
+    decision = LocalBuckets().take("key", Limit(burst=5, per_minute=60))
+    assert decision.allowed
+    assert decision.lines() == wire.lines(decision.headers())
 
 
 @pytest.mark.parametrize(

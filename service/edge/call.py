@@ -95,13 +95,19 @@ CALL: ContextVar[Call] = ContextVar("call")
 
 
 def arrival(scope: Scope) -> Call:
-    """The call of a request that just arrived: its id (the caller's own when it is a plain
-    token) and its `If-None-Match`, in one pass over the headers."""
+    """The call of a request that just arrived."""
+    request_id, if_none_match = identified(scope["headers"])
+    started = time.perf_counter()
+    return Call(request_id, started, family_of(scope["path"]), if_none_match)
+
+
+def identified(headers: list[tuple[bytes, bytes]]) -> tuple[bytes, bytes | None]:
+    """A request's id (the caller's own when it is a plain token, else a new one) and its
+    `If-None-Match`, in one pass over its headers."""
     given = if_none_match = None
-    for name, value in scope["headers"]:
+    for name, value in headers:
         if name == REQUEST_ID and GIVEN_REQUEST_ID.fullmatch(value):
             given = bytes(value)
         elif name == IF_NONE_MATCH and if_none_match is None:
             if_none_match = bytes(value)
-    started = time.perf_counter()
-    return Call(given or new_request_id(), started, family_of(scope["path"]), if_none_match)
+    return given or new_request_id(), if_none_match

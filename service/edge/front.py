@@ -31,7 +31,7 @@ from starlette.types import Message, Receive, Scope, Send
 
 from service.accounts import Account, Keystore
 from service.dataset.watcher import DatasetHolder
-from service.edge import dispatch
+from service.edge import dispatch, wire
 from service.edge.access import challenge, presented_key
 from service.edge.accesslog import AccessLog
 from service.edge.cache import (
@@ -40,13 +40,14 @@ from service.edge.cache import (
     ResponseCache,
     Stored,
     cache_key,
+    not_modified,
 )
-from service.edge.call import CALL, Call, arrival
+from service.edge.call import CALL, Call, arrival, identified
 from service.edge.cors import with_cors
 from service.edge.metrics import OTHER, RequestStats
 from service.edge.ratelimit import Decision, Limiter
-from service.edge.reply import Answer, Reply
-from service.errors import ApiError, MethodNotAllowed, RateLimited
+from service.edge.reply import Answer, Reply, Written, cached_lines
+from service.errors import ApiError, MethodNotAllowed, RateLimited, family_of
 from service.urls import OPENAPI_PATH, PREFIXES
 
 log = logging.getLogger(__name__)
@@ -180,15 +181,15 @@ class FrontDoor:
             return reply.whole(call.render(RateLimited(decision.retry_after)))
         return None if stored is None else reply.cached(stored)
 
-    def at_once(self, scope: Scope) -> Answer | None:
+    def at_once(self, scope: Scope) -> Written | None:
         """The answer to a request whose answer the response cache holds, made at once, with no
         ASGI cycle: `service.edge.protocol` writes it as uvicorn would. It is the answer the
-        ordinary path gives (headers, 304, 429, metrics and access line), for about 0.7 of what
-        that path's cached answer costs under load (`docs/benchmarks.md`). None when the
-        request takes the ordinary path: a method other than GET or HEAD, a path that needs no
-        key, a key not checked recently under the key store in force, an answer not in the
-        cache, a browser's request when CORS is on, or rate limits kept in Redis (their answer
-        is awaited)."""
+        ordinary path gives (headers, 304, 429, metrics and access line), its cached part
+        written once per cached answer (`Stored.lines`). None when the request takes the
+        ordinary path: a method other than GET or HEAD, a path that needs no key, a key not
+        checked recently under the key store in force, an answer not in the cache, a
+        browser's request when CORS is on, or rate limits kept in Redis (their answer is
+        awaited)."""
         if not self.answers_at_once or scope["method"] not in CACHED_METHODS:
             return None
         path = scope["path"]
@@ -210,15 +211,25 @@ class FrontDoor:
             # opening a new version waited for it at every return from C, and a 10M-record
             # version opened in 1.0-1.3 s under load instead of 0.25 s (docs/benchmarks.md).
             time.sleep(0)
-        call = arrival(scope)
-        call.version, call.caller, call.key = version, account, key
-        reply = Reply(_unsent, call, scope, max_age=self._max_age)
-        reply.route = endpoint[0].template
+        started = time.perf_counter()
+        request_id, if_none_match = identified(scope["headers"])
         decision = self._limiter.take_here(account.key_id, account.limit)
-        answer = self._refused_or_cached(decision, stored, call, reply)
-        self._done(scope, call, reply)
+        route = endpoint[0].template
+        if decision.allowed and not not_modified(if_none_match, stored.etag):
+            # The answer nearly every such request gets, in a straight line: a `Call` and a
+            # `Reply` cost a third of it (`docs/benchmarks.md`, #40 part 5).
+            status, body = 200, stored.body(round((time.perf_counter() - started) * 1000))
+            header_lines = cached_lines(stored, body, request_id, decision)
+        else:  # a 429 or a 304, as the ordinary path makes them
+            call = Call(request_id, started, family_of(path), if_none_match, version, account, key)
+            reply = Reply(_unsent, call, scope, max_age=self._max_age)
+            answer = self._refused_or_cached(decision, stored, call, reply)
+            assert answer is not None  # `stored` is an answer
+            status, headers, body = answer
+            header_lines = wire.lines(headers)
+        self._count(scope, route, status, started, request_id, account.key_id)
         self._stats.at_once += 1
-        return answer
+        return status, header_lines, body
 
     async def _dispatch(
         self,
@@ -284,16 +295,26 @@ class FrontDoor:
         return OTHER if route is None else self._labels[_template(route)]
 
     def _done(self, scope: Scope, call: Call, reply: Reply) -> None:
-        """Count the answer by route and status, and write its access line
-        (`service.edge.accesslog`)."""
-        seconds = time.perf_counter() - call.started
-        route = reply.route or self._route(scope)
+        """Keep a successful answer for the cache, then count and log it (`_count`)."""
         if reply.cacheable is not None and self._cache.enabled:
             self._keep(call, Stored.of(*reply.cacheable, call.timed))
-        self._stats.observe(route, reply.status, seconds)
+        key = call.caller.key_id if call.caller is not None else None
+        route = reply.route or self._route(scope)
+        self._count(scope, route, reply.status, call.started, call.request_id, key)
+
+    def _count(
+        self,
+        scope: Scope,
+        route: str,
+        status: int,
+        started: float,
+        request_id: bytes,
+        key: str | None,
+    ) -> None:
+        """Count the answer by route and status, and write its access line
+        (`service.edge.accesslog`)."""
+        seconds = time.perf_counter() - started
+        self._stats.observe(route, status, seconds)
         if self._access is not None:
-            key = call.caller.key_id if call.caller is not None else None
             raw_path = scope.get("raw_path", b"")
-            self._access.write(
-                scope["method"], route, raw_path, reply.status, seconds, call.request_id, key
-            )
+            self._access.write(scope["method"], route, raw_path, status, seconds, request_id, key)

@@ -18,16 +18,12 @@ which is most of what even a static answer costs under uvicorn (`docs/benchmarks
 
 import asyncio
 import logging
-from collections.abc import Iterable
 from typing import Any, Final
 
 import httptools
-from uvicorn.protocols.http.httptools_impl import (
-    STATUS_LINE,
-    HttpToolsProtocol,
-    RequestResponseCycle,
-)
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol, RequestResponseCycle
 
+from service.edge import wire
 from service.edge.call import REQUEST_ID, new_request_id
 from service.edge.reply import NOSNIFF
 from service.errors import ApiError, BadRequest, HeadersTooLarge, UriTooLong, family_of, render
@@ -37,6 +33,7 @@ log = logging.getLogger(__name__)
 MAX_TARGET_BYTES: Final = 8192  # path and query, as most servers and proxies bound them
 MAX_HEAD_BYTES: Final = 16384  # every header name and value together
 MAX_HEADERS: Final = 100
+CLOSE: Final = wire.lines([(b"connection", b"close")])
 
 
 class _Refused(Exception):
@@ -63,15 +60,6 @@ def _front_door(app: Any) -> Any:
     while app is not None and not hasattr(app, "at_once"):
         app = getattr(app, "app", None)
     return app if app is not None and app.answers_at_once else None
-
-
-def _head(status: int, headers: Iterable[tuple[bytes, bytes]]) -> bytes:
-    """An answer's status line and headers, as uvicorn writes them."""
-    head = [STATUS_LINE[status]]
-    for name, value in headers:
-        head += (name, b": ", value, b"\r\n")
-    head.append(b"\r\n")
-    return b"".join(head)
 
 
 class BoundedHttpToolsProtocol(HttpToolsProtocol):
@@ -121,10 +109,11 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
             return False
         if answer is None:
             return False
-        status, headers, body = answer
+        status, header_lines, body = answer
         keep_alive = version != "1.0" and parser.should_keep_alive()
-        close = [] if keep_alive else [(b"connection", b"close")]
-        head = _head(status, [*self.server_state.default_headers, *headers, *close])
+        first = wire.lines(self.server_state.default_headers)  # the date, as on every answer
+        last = b"" if keep_alive else CLOSE
+        head = wire.head(status, b"%s%s%s" % (first, header_lines, last))
         self.transport.write(head if scope["method"] == "HEAD" else head + body)
         self.cycle = ANSWERED  # type: ignore[assignment]
         if not keep_alive:
@@ -167,9 +156,8 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
             *response.raw_headers,
             (REQUEST_ID, new_request_id()),
             NOSNIFF,
-            (b"connection", b"close"),
         ]
-        self.transport.write(_head(error.status, head) + response.body)
+        self.transport.write(wire.head(error.status, wire.lines(head) + CLOSE) + response.body)
         self.transport.close()
 
 

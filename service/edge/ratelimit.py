@@ -37,6 +37,8 @@ log = logging.getLogger(__name__)
 REDIS_TIMEOUT_SECONDS = 1.0
 REDIS_RETRY_SECONDS = 1.0
 REDIS_PREFIX = "fees:ratelimit:"
+REMAINING = b"x-ratelimit-remaining"
+RESET = b"x-ratelimit-reset"
 
 # KEYS[1] the bucket; ARGV burst, tokens per second. Returns allowed (0/1), the tokens left
 # and Redis's clock, as text (a Lua number returned to Redis is cut to an integer).
@@ -85,12 +87,20 @@ class Decision(NamedTuple):
     def headers(self) -> list[tuple[bytes, bytes]]:
         headers = [
             self.limit.header,
-            (b"x-ratelimit-remaining", b"%d" % self.remaining),
-            (b"x-ratelimit-reset", b"%d" % self.reset),
+            (REMAINING, b"%d" % self.remaining),
+            (RESET, b"%d" % self.reset),
         ]
         if not self.allowed:
             headers.append((b"retry-after", b"%d" % self.retry_after))
         return headers
+
+    def lines(self) -> bytes:
+        """An allowed decision's `headers` as written (`service.edge.wire`), in one step: an
+        answer made at once writes them (the two builds cost 0.7 µs of its 5)."""
+        assert self.allowed
+        return b"%s: %s\r\n%s: %d\r\n%s: %d\r\n" % (
+            *self.limit.header, REMAINING, self.remaining, RESET, self.reset
+        )
 
 
 class LocalBuckets:

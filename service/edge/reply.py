@@ -10,6 +10,7 @@ names that tag; and a successful one in one piece is kept for the response cache
 from starlette.responses import Response
 from starlette.types import Message, Scope, Send
 
+from service.edge import wire
 from service.edge.cache import (
     CACHE_CONTROL,
     ETAG,
@@ -20,12 +21,16 @@ from service.edge.cache import (
     not_modified,
 )
 from service.edge.call import REQUEST_ID, Call
+from service.edge.ratelimit import Decision
 from service.errors import server_timing
 
 NOSNIFF = (b"x-content-type-options", b"nosniff")
 PRIVATE = (b"cache-control", b"private")
+NOSNIFF_LINE = wire.lines([NOSNIFF])
 # An answer made in one piece: its status, its headers and its body.
 Answer = tuple[int, list[tuple[bytes, bytes]], bytes]
+# An answer made at once: its status, its headers as written (`service.edge.wire`), its body.
+Written = tuple[int, bytes, bytes]
 
 
 class NotSent(OSError):
@@ -149,3 +154,12 @@ class Reply:
         status, headers, body = answer
         await self._send({"type": "http.response.start", "status": status, "headers": headers})
         await self._send({"type": "http.response.body", "body": body})
+
+
+def cached_lines(stored: Stored, body: bytes, request_id: bytes, decision: Decision) -> bytes:
+    """The headers of a cached answer's 200 (`Reply.cached`) as written, the stored ones
+    rendered once when it was kept: what the connection writes for an answer made at once
+    (`tests/test_at_once.py` holds the two byte for byte)."""
+    return b"%scontent-length: %d\r\n%s: %s\r\n%s%s" % (
+        stored.lines, len(body), REQUEST_ID, request_id, NOSNIFF_LINE, decision.lines()
+    )
