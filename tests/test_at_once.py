@@ -123,13 +123,13 @@ def test_a_429_made_at_once_is_the_ordinary_paths_byte_for_byte(
     accounts.write_text(json.dumps(document), encoding="utf-8")
     data = fixture_version.version_dir.parent.parent
     key = f"Authorization: Bearer {TRICKLE}\r\nX-Request-ID: same-id\r\n"
-    with LiveServer(Settings(data_dir=data, accounts_file=accounts)) as live:
-        with httpx.Client(base_url=live.url) as http:
-            (first,) = exchange(live, (request(PARTICIPANTS, key=key), "GET"))  # its token
-            (made_at_once,) = exchange(live, (request(PARTICIPANTS, key=key), "GET"))
-            assert at_once(http) == 1
-            (ordinary,) = exchange(live, (request(ENCODED, key=key), "GET"))
-            assert at_once(http) == 1
+    settings = Settings(data_dir=data, accounts_file=accounts)
+    with LiveServer(settings) as live, httpx.Client(base_url=live.url) as http:
+        (first,) = exchange(live, (request(PARTICIPANTS, key=key), "GET"))  # its token
+        (made_at_once,) = exchange(live, (request(PARTICIPANTS, key=key), "GET"))
+        assert at_once(http) == 1
+        (ordinary,) = exchange(live, (request(ENCODED, key=key), "GET"))
+        assert at_once(http) == 1
     assert (first[0], made_at_once[0]) == (b"HTTP/1.1 200 OK", b"HTTP/1.1 429 Too Many Requests")
     assert steady(made_at_once) == steady(ordinary)
 

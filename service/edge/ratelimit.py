@@ -99,7 +99,11 @@ class Decision(NamedTuple):
         answer made at once writes them (the two builds cost 0.7 µs of its 5)."""
         assert self.allowed
         return b"%s: %s\r\n%s: %d\r\n%s: %d\r\n" % (
-            *self.limit.header, REMAINING, self.remaining, RESET, self.reset
+            *self.limit.header,
+            REMAINING,
+            self.remaining,
+            RESET,
+            self.reset,
         )
 
 

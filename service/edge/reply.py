@@ -161,5 +161,10 @@ def cached_lines(stored: Stored, body: bytes, request_id: bytes, decision: Decis
     rendered once when it was kept: what the connection writes for an answer made at once
     (`tests/test_at_once.py` holds the two byte for byte)."""
     return b"%scontent-length: %d\r\n%s: %s\r\n%s%s" % (
-        stored.lines, len(body), REQUEST_ID, request_id, NOSNIFF_LINE, decision.lines()
+        stored.lines,
+        len(body),
+        REQUEST_ID,
+        request_id,
+        NOSNIFF_LINE,
+        decision.lines(),
     )
