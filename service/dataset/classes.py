@@ -30,6 +30,7 @@ from ingest.layout import (
     group_number,
 )
 from service.dataset.index import EPOCH, Array, ResultsIndex
+from service.dataset.mapped import mapped_array
 from service.dataset.queries import Selection
 
 CODES: Final = class_codes()  # per classed column, its code in each class
@@ -65,8 +66,7 @@ class GroupSpreads:
 class ClassIndex:
     def __init__(self, directory: Path, index: ResultsIndex) -> None:
         self._arrays: dict[str, Array] = {
-            name: np.asarray(np.load(directory / f"{name}.npy", mmap_mode="r"))
-            for name in CLASS_FILES
+            name: mapped_array(directory / f"{name}.npy") for name in CLASS_FILES
         }
         self._bounds = np.array(self._arrays["class_bounds"])
         self._index = index

@@ -24,6 +24,7 @@ import pyarrow.compute as pc
 
 from ingest.layout import CODE_TYPES, CODED, CODES_FILE, NO_END, NO_RECORD
 from ingest.schema import FLAGS
+from service.dataset.mapped import mapped_array
 from service.dataset.price_keys import PriceKeys
 from service.dataset.queries import RESULT_FILTERS, Selection
 
@@ -93,8 +94,7 @@ class ResultsIndex:
             for column, values in names.items()
         }
         self._arrays: dict[str, Array] = {
-            # Plain views of the mapped files: a `np.memmap`'s indexing costs more per call.
-            name: np.asarray(np.load(directory / f"{name}.npy", mmap_mode="r"))
+            name: mapped_array(directory / f"{name}.npy")
             for name in (*CODE_TYPES, "record_rank", "amount_rank")
         }
         self.size = len(self._arrays["exchange"])

@@ -14,6 +14,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ingest.layout import LINE_FILES
+from service.dataset.mapped import mapped_array
 
 # A line id as the answers print it (`ingest.layout.LINE_TEXT`): no other spelling names one.
 LINE_ID: Final = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
@@ -23,7 +24,7 @@ LOW_BITS: Final = (1 << 64) - 1
 class LineIndex:
     def __init__(self, directory: Path) -> None:
         arrays: dict[str, npt.NDArray[Any]] = {
-            name: np.load(directory / f"{name}.npy", mmap_mode="r") for name in LINE_FILES
+            name: mapped_array(directory / f"{name}.npy") for name in LINE_FILES
         }
         self._order = arrays["line_order"]
         self._hi, self._lo = arrays["lines_hi"], arrays["lines_lo"]

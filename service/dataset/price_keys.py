@@ -21,16 +21,15 @@ from ingest.layout import (
     PRICE_ROWS_FILE,
     key_bytes,
 )
-from service.dataset.mapped import MappedTable
+from service.dataset.mapped import MappedTable, mapped_array
 
 
 class PriceKeys:
     def __init__(self, directory: Path) -> None:
-        # Plain views of the mapped files: a `np.memmap`'s indexing costs more per call.
-        self._keys = np.asarray(np.load(directory / PRICE_KEYS_FILE, mmap_mode="r"))
-        self._rows = np.asarray(np.load(directory / PRICE_ROWS_FILE, mmap_mode="r"))
+        self._keys = mapped_array(directory / PRICE_KEYS_FILE)
+        self._rows = mapped_array(directory / PRICE_ROWS_FILE)
         # Per row: `position`, `priceable` and the results index's codes (`PRICE_LINE_CODES`).
-        self.lines = np.asarray(np.load(directory / PRICE_LINES_FILE, mmap_mode="r"))
+        self.lines = mapped_array(directory / PRICE_LINES_FILE)
         self._answers = MappedTable(directory / PRICE_ANSWERS_FILE)
 
     def find(self, keys: pa.Array) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:

@@ -17,7 +17,7 @@ import orjson
 
 from ingest.layout import PRINTED_CODES_FILE, PRINTED_COLUMNS, PRINTED_FILE, RECORD_ORDER
 from service.dataset.index import DAYS, EPOCH, ResultsIndex
-from service.dataset.mapped import MappedTable
+from service.dataset.mapped import MappedTable, mapped_array
 from service.dataset.queries import SOURCE_FIELDS, Included
 
 TEXT: Final = "record"  # the printed file's one column
@@ -27,9 +27,8 @@ PLACE: Final = {column: place for place, column in enumerate(PRINTED_COLUMNS)}
 class PrintedRecords:
     def __init__(self, directory: Path, index: ResultsIndex) -> None:
         self._texts = MappedTable(directory / PRINTED_FILE)
-        # Plain views of the mapped files: a `np.memmap`'s indexing costs more per call.
-        self._codes = np.asarray(np.load(directory / PRINTED_CODES_FILE, mmap_mode="r"))
-        self._by_id = np.asarray(np.load(directory / f"{RECORD_ORDER}.npy", mmap_mode="r"))
+        self._codes = mapped_array(directory / PRINTED_CODES_FILE)
+        self._by_id = mapped_array(directory / f"{RECORD_ORDER}.npy")
         self._index = index
         self.columns = self._texts.columns
         self.code_columns = list(self._codes.dtype.names or ())

@@ -30,6 +30,7 @@ from ingest.layout import (
     discovery_array_path,
 )
 from service.dataset.index import EPOCH
+from service.dataset.mapped import mapped_array
 
 Keys = npt.NDArray[np.int64]
 
@@ -59,8 +60,7 @@ class DiscoveryCounts:
 
     def __init__(self, groups: pa.Table, version_dir: Path) -> None:
         self._starts, self._started, self._ends, self._ended = (
-            np.load(discovery_array_path(version_dir, name), mmap_mode="r")
-            for name in DISCOVERY_ARRAYS
+            mapped_array(discovery_array_path(version_dir, name)) for name in DISCOVERY_ARRAYS
         )
         group_numbers: dict[tuple[str, str], dict[str, int]] = defaultdict(dict)
         named = (groups[name].to_pylist() for name in GROUP_COLUMNS)
