@@ -45,7 +45,7 @@ def logged(request: dict[str, Any]) -> dict[str, Any]:
         "route": request["route"],
         "path": request["raw_path"].decode("latin-1"),
         "status": request["status"],
-        "duration_ms": round(request["seconds"] * 1000, 3),
+        "duration_ms": round(request["seconds"] * 1_000_000) / 1000,  # to the microsecond
         "request_id": request["request_id"].decode(),
         "key": request["key"],
     }

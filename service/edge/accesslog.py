@@ -64,7 +64,7 @@ class AccessLog:
         self._second, self._seconds = -1, ""  # a second, and its time to the second
         self._millisecond, self._stamp = -1, b""  # a millisecond, and its time to it
         self._shapes: dict[tuple[str, str, bytes, int, str | None], Shape] = {}
-        self._durations: dict[float, tuple[bytes, bytes]] = {}
+        self._durations: dict[int, tuple[bytes, bytes]] = {}
         self._stopped = threading.Event()
         self._flusher: threading.Thread | None = None
 
@@ -119,27 +119,31 @@ class AccessLog:
     def flush(self) -> None:
         with self._lock:
             pending = self._pending
-            lines = [self._line(pending.popleft()) for _ in range(len(pending))]
-            self._write(lines)
+            self._write(self._lines([pending.popleft() for _ in range(len(pending))]))
 
-    def _line(self, fields: Fields) -> bytes:
-        """The JSON line `orjson.dumps` makes of the line's dict, byte for byte: what a
-        request's shape and its duration make of it is rendered once (`_shape`, `_duration`),
-        since under load most lines repeat a few shapes and a few hundred durations."""
-        ns, method, route, raw_path, status, seconds, request_id, key = fields
-        shape = self._shapes.get((method, route, raw_path, status, key))
-        if shape is None:
-            shape = self._shape(method, route, raw_path, status, key)
-        milliseconds = round(seconds * 1000, 3)
-        duration = self._durations.get(milliseconds)
-        if duration is None:
-            duration = self._duration(milliseconds)
-        message, fields_to_duration, key_text, key_json = shape
-        two_places, exact = duration
-        return b'{"time":"%s","level":"INFO","logger":"%s","message":"%s%sms request_id=%s key=%s%s%s,"request_id":"%s","key":%s}\n' % (  # noqa: E501
-            self._time(ns), LOGGER_BYTES, message, two_places, request_id, key_text,
-            fields_to_duration, exact, request_id, key_json,
-        )  # fmt: skip
+    def _lines(self, batch: list[Fields]) -> list[bytes]:
+        """Each request's JSON line, the bytes `orjson.dumps` makes of the line's dict: what a
+        request's shape and its duration make of a line is rendered once (`_shape`,
+        `_duration`), since under load most lines repeat a few shapes and a few hundred
+        durations. One loop for the batch: a call per line cost a tenth of a line."""
+        shapes, durations, lines = self._shapes, self._durations, []
+        for ns, method, route, raw_path, status, seconds, request_id, key in batch:
+            shape = shapes.get((method, route, raw_path, status, key))
+            if shape is None:
+                shape = self._shape(method, route, raw_path, status, key)
+            microseconds = round(seconds * 1_000_000)
+            duration = durations.get(microseconds)
+            if duration is None:
+                duration = self._duration(microseconds)
+            message, fields_to_duration, key_text, key_json = shape
+            two_places, exact = duration
+            lines.append(
+                b'{"time":"%s","level":"INFO","logger":"%s","message":"%s%sms request_id=%s key=%s%s%s,"request_id":"%s","key":%s}\n' % (  # noqa: E501
+                    self._time(ns), LOGGER_BYTES, message, two_places, request_id, key_text,
+                    fields_to_duration, exact, request_id, key_json,
+                )
+            )  # fmt: skip
+        return lines
 
     def _shape(
         self, method: str, route: str, raw_path: bytes, status: int, key: str | None
@@ -160,12 +164,13 @@ class AccessLog:
         self._shapes[method, route, raw_path, status, key] = shape
         return shape
 
-    def _duration(self, milliseconds: float) -> tuple[bytes, bytes]:
+    def _duration(self, microseconds: int) -> tuple[bytes, bytes]:
         """A duration as the message writes it (two places) and as the field does (`repr`)."""
+        milliseconds = microseconds / 1000
         duration = (b"%.2f" % milliseconds, repr(milliseconds).encode())
         if len(self._durations) >= REMEMBERED:
             self._durations.clear()
-        self._durations[milliseconds] = duration
+        self._durations[microseconds] = duration
         return duration
 
     def _write(self, lines: list[bytes]) -> None:
@@ -203,9 +208,10 @@ class AccessLog:
 
 
 def _texts(fields: Fields) -> tuple[str, float, str]:
-    """A line's raw path (latin-1, byte for byte), duration in milliseconds and request id."""
+    """A line's raw path (latin-1, byte for byte), duration in milliseconds (to the
+    microsecond, as `AccessLog._lines` writes it) and request id."""
     _, _, _, raw_path, _, seconds, request_id, _ = fields
-    return raw_path.decode("latin-1"), round(seconds * 1000, 3), request_id.decode("ascii")
+    return raw_path.decode("latin-1"), round(seconds * 1_000_000) / 1000, request_id.decode()
 
 
 def _message(
