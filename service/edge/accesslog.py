@@ -9,8 +9,8 @@ process); the lines are rendered when they are written, a batch at a time, by on
 format with only the raw path escaped (the other fields are tokens, hex, numbers or our own
 route templates), which makes the bytes `orjson.dumps` made of the same dict. What a line's
 shape (method, route, path, status, key) and its duration make of it is rendered once and
-kept for the lines after: 0.7 µs a line in process, against 1.5 rendering each whole and 5.6
-through `orjson.dumps`.
+kept for the lines after: 0.8 µs a line in process, kept and rendered, against 1.7 rendering
+each line whole and 5.6 through `orjson.dumps` (`docs/benchmarks.md`, #40 part 5).
 
 Lines are kept in memory and written when `BUFFER_LINES` are held, every `FLUSH_SECONDS` (a
 thread), and when the server stops. So a clean stop (SIGTERM, SIGINT, the end of the app's
@@ -34,7 +34,7 @@ from typing import Final
 
 import orjson
 
-BUFFER_LINES: Final = 256  # about 70 KB of lines
+BUFFER_LINES: Final = 256  # about 100 KB of discovery requests' lines
 FLUSH_SECONDS: Final = 1.0
 LOGGER: Final = "service.access"  # the access lines' `logger` field, as documented (README)
 LOGGER_BYTES: Final = LOGGER.encode()
@@ -43,9 +43,8 @@ STDERR: Final = 2  # the descriptor, not `sys.stderr`: the process's own, whoeve
 
 # What a request keeps: the wall-clock time (ns), method, route template, raw path, status,
 # duration (s), request id and the key's fingerprint (None without a valid key). The path, the
-# duration and the id are turned into text when the line is rendered, a batch at a time: under
-# load, batch rendering cost almost nothing, while the arguments built for each request cost
-# 2.7 µs of a cached answer's 47 (`docs/benchmarks.md`, #40 part 4).
+# duration and the id are turned into text when the line is rendered, a batch at a time, so a
+# request does no more than keep them (`docs/benchmarks.md`, #40 parts 4 and 5).
 Fields = tuple[int, str, str, bytes, int, float, bytes, str | None]
 # What a line's method, route, raw path, status and key make of it (`AccessLog._shape`).
 Shape = tuple[bytes, bytes, bytes, bytes]

@@ -83,7 +83,7 @@ class Call:
 
     def elapsed_ms(self) -> int:
         """Milliseconds since arrival: the exchange family's `meta.query_time_ms`."""
-        return round((time.perf_counter() - self.started) * 1000)
+        return elapsed_ms(self.started)
 
     def render(self, error: ApiError) -> JSON:
         return render(error, self.family, self.elapsed_ms())
@@ -92,6 +92,11 @@ class Call:
 # The current request's call, for the code Starlette calls without it (its 404, 405 and 500
 # handlers). A context variable, not a key in the scope: each request runs in a task of its own.
 CALL: ContextVar[Call] = ContextVar("call")
+
+
+def elapsed_ms(started: float) -> int:
+    """Whole milliseconds since `started` (`time.perf_counter()`)."""
+    return round((time.perf_counter() - started) * 1000)
 
 
 def arrival(scope: Scope) -> Call:

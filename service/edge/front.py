@@ -42,7 +42,7 @@ from service.edge.cache import (
     cache_key,
     not_modified,
 )
-from service.edge.call import CALL, Call, arrival, identified
+from service.edge.call import CALL, Call, arrival, elapsed_ms, identified
 from service.edge.cors import with_cors
 from service.edge.metrics import OTHER, RequestStats
 from service.edge.ratelimit import Decision, Limiter
@@ -218,7 +218,7 @@ class FrontDoor:
         if decision.allowed and not not_modified(if_none_match, stored.etag):
             # The answer nearly every such request gets, in a straight line: a `Call` and a
             # `Reply` cost a third of it (`docs/benchmarks.md`, #40 part 5).
-            status, body = 200, stored.body(round((time.perf_counter() - started) * 1000))
+            status, body = 200, stored.body(elapsed_ms(started))
             header_lines = cached_lines(stored, body, request_id, decision)
         else:  # a 429 or a 304, as the ordinary path makes them
             call = Call(request_id, started, family_of(path), if_none_match, version, account, key)
