@@ -63,6 +63,10 @@ class Endpoint:
     parameters: tuple[str, ...] = ()  # the components it takes, in the documented order
     prefixed: bool = True
     method: str = "GET"  # GET (HEAD too), or POST for a question sent as a body
+    # A plain function that answers from memory in microseconds, reading only the path, the
+    # query, the headers and the call: run on the event loop, and made at once by the
+    # connection even when its answer is not cached (`FrontDoor.at_once`).
+    quick: bool = False
 
     @property
     def documented(self) -> str:
@@ -99,15 +103,15 @@ INCLUDED = ("IncludeSource", "IncludeFootnotes", "IncludeDefinitions")
 # The whole URL space of the API, top to bottom.
 ENDPOINTS: Final = (
     Endpoint("/suppliers/{supplier_name}/participants", suppliers.participants,
-             "listSupplierParticipants", (*SUPPLIER, *WINDOW, *CONDITIONAL)),
+             "listSupplierParticipants", (*SUPPLIER, *WINDOW, *CONDITIONAL), quick=True),
     Endpoint("/suppliers/{supplier_name}/fee-categories", suppliers.fee_categories,
-             "listSupplierFeeCategories", (*SUPPLIER, *WINDOW, *CONDITIONAL)),
+             "listSupplierFeeCategories", (*SUPPLIER, *WINDOW, *CONDITIONAL), quick=True),
     Endpoint("/suppliers/{supplier_name}/actions", suppliers.actions,
-             "listSupplierActions", (*SUPPLIER, *WINDOW, *CONDITIONAL)),
+             "listSupplierActions", (*SUPPLIER, *WINDOW, *CONDITIONAL), quick=True),
     Endpoint("/suppliers/{supplier_name}/fee-types", suppliers.fee_types,
-             "listSupplierFeeTypes", (*SUPPLIER, *WINDOW, *CONDITIONAL)),
+             "listSupplierFeeTypes", (*SUPPLIER, *WINDOW, *CONDITIONAL), quick=True),
     Endpoint("/suppliers/{supplier_name}/date-ranges", suppliers.date_ranges,
-             "listSupplierDateRanges", (*SUPPLIER, *CONDITIONAL)),
+             "listSupplierDateRanges", (*SUPPLIER, *CONDITIONAL), quick=True),
     Endpoint("/suppliers/{supplier_name}/data", supplier_data.supplier_data, "getSupplierData",
              (*SUPPLIER, *TERMS, *WINDOW, *DAY, "Offset", "Limit", *CONDITIONAL)),
     Endpoint("/suppliers/{supplier_name}/data/count", supplier_data.supplier_data_count,
@@ -164,7 +168,8 @@ def table(endpoints: Sequence[Endpoint] = ENDPOINTS) -> PathTable:
             handler=handler,
             parameters=endpoint.query,
             methods=("GET", "HEAD") if endpoint.method == "GET" else (endpoint.method,),
-            on_loop=inspect.iscoroutinefunction(handler),
+            on_loop=endpoint.quick or inspect.iscoroutinefunction(handler),
+            at_once=endpoint.quick,
         )
         written = (
             [prefix + bare + slash for prefix in PREFIXES for slash in ("", "/")]

@@ -2,6 +2,7 @@
 `service.edge.protocol`): byte for byte what the ordinary ASGI path answers, counted, in order
 on a pipelined connection, and closed when HTTP/1.0 asks for it."""
 
+import itertools
 import json
 import re
 import socket
@@ -26,6 +27,7 @@ PARTICIPANTS = "/api/v1/suppliers/memx/participants?start_date=2020-01-01"
 ENCODED = "/api/v1/suppliers/mem%78/participants?start_date=2020-01-01"
 KEY = f"Authorization: Bearer {KEYS['full']}\r\n"
 TRICKLE = "test-key-at-once-trickle-0123456789abcdef"  # burst 1, then one a minute
+DAYS = itertools.count(1)  # a day of a window no test asked for before: not cached
 # What differs between two answers to the same request: the second of the date, and the
 # bucket's tokens after each.
 VARYING = (b"date", b"x-ratelimit-remaining", b"x-ratelimit-reset", b"server-timing")
@@ -127,10 +129,56 @@ def test_a_429_made_at_once_is_the_ordinary_paths_byte_for_byte(
     with LiveServer(settings) as live, httpx.Client(base_url=live.url) as http:
         (first,) = exchange(live, (request(PARTICIPANTS, key=key), "GET"))  # its token
         (made_at_once,) = exchange(live, (request(PARTICIPANTS, key=key), "GET"))
-        assert at_once(http) == 1
+        assert at_once(http) == 2  # the first, made by a quick endpoint's handler, too
         (ordinary,) = exchange(live, (request(ENCODED, key=key), "GET"))
-        assert at_once(http) == 1
+        assert at_once(http) == 2
     assert (first[0], made_at_once[0]) == (b"HTTP/1.1 200 OK", b"HTTP/1.1 429 Too Many Requests")
+    assert steady(made_at_once) == steady(ordinary)
+
+
+@pytest.fixture(scope="module")
+def uncached(fixture_version: IngestResult, accounts_file: Path) -> Iterator[LiveServer]:
+    """A server with no response cache: it answers nothing at once."""
+    data = fixture_version.version_dir.parent.parent
+    with LiveServer(Settings(data_dir=data, accounts_file=accounts_file, cache_mb=0)) as live:
+        yield live
+
+
+QUICK = [  # method, target (a day in it, so that no test asked it before), If-None-Match, status
+    ("GET", "/api/v1/suppliers/memx/fee-types?start_date=2020-01-{day:02d}", False, b"200"),
+    ("HEAD", "/api/v1/suppliers/memx/actions?end_date=2024-02-{day:02d}", False, b"200"),
+    ("GET", "/api/v1/suppliers/memx/date-ranges?day={day}", False, b"400"),  # not a parameter
+    ("GET", "/api/v1/suppliers/nowhere/participants?end_date=2024-03-{day:02d}", False, b"404"),
+    ("GET", "/api/v1/suppliers/memx/fee-categories?start_date=2020-02-{day:02d}", True, b"304"),
+]
+
+
+@pytest.mark.parametrize(
+    ("method", "target", "tagged", "status"), QUICK, ids=["get", "head", "400", "404", "304"]
+)
+def test_a_quick_endpoints_answer_not_cached_is_made_at_once_as_the_ordinary_path_makes_it(
+    server: LiveServer,
+    uncached: LiveServer,
+    client: httpx.Client,
+    method: str,
+    target: str,
+    tagged: bool,
+    status: bytes,
+) -> None:
+    """A discovery request whose answer is not cached is answered at once by the handler, byte
+    for byte as a server with no cache (so no answer at once) answers it: its success, its
+    errors in the family's envelope, HEAD and a 304 for its tag."""
+    day = next(DAYS)
+    path = target.format(day=day)
+    asked = "X-Request-ID: same-id\r\n"
+    if tagged:
+        (first,) = exchange(uncached, (request(path, more=asked), "GET"))
+        asked += f"If-None-Match: {dict(first[1])[b'etag'].decode()}\r\n"
+    before = at_once(client)
+    (made_at_once,) = exchange(server, (request(path, method=method, more=asked), method))
+    assert at_once(client) - before == 1
+    (ordinary,) = exchange(uncached, (request(path, method=method, more=asked), method))
+    assert made_at_once[0].split(b" ")[1] == status
     assert steady(made_at_once) == steady(ordinary)
 
 

@@ -32,7 +32,8 @@ class Route:
     handler: Handler
     parameters: dict[str, Any]
     methods: tuple[str, ...]  # ("GET", "HEAD"), or ("POST",)
-    on_loop: bool  # an `async def` handler runs on the event loop; any other in a thread
+    on_loop: bool  # an `async def` or quick handler runs on the event loop; any other in a thread
+    at_once: bool = False  # quick (`service.api.Endpoint.quick`): made at once when not cached
 
     @property
     def allow(self) -> str:

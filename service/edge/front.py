@@ -6,7 +6,9 @@ checked once, and the call holds its account, its cache key and the version it i
 from; the key's rate limit is taken (429 when its bucket is empty); a GET or HEAD whose answer
 is cached is answered here, with no routing or `Response` object. Most such answers never come
 this far: the connection asks `at_once` for them as soon as a request's head is read, and
-writes them with no ASGI cycle at all (`service.edge.protocol`).
+writes them with no ASGI cycle at all (`service.edge.protocol`); it does the same for a quick
+endpoint's request whose answer is not cached (`service.api.Endpoint.quick`), whose handler
+runs there.
 Everything else is dispatched here: the API's paths by a table of their segments
 (`service.edge.dispatch`), whose handler runs on the event loop (`async def`: it never blocks)
 or in a worker thread (`def`), what it raises rendered in the family's envelope; any other path
@@ -26,10 +28,12 @@ from typing import Any
 from starlette.applications import Starlette
 from starlette.datastructures import Headers
 from starlette.requests import Request
+from starlette.responses import Response
 from starlette.routing import BaseRoute, Match, Mount, Route
 from starlette.types import Message, Receive, Scope, Send
 
 from service.accounts import Account, Keystore
+from service.dataset.version import Dataset
 from service.dataset.watcher import DatasetHolder
 from service.edge import dispatch, wire
 from service.edge.access import challenge, presented_key
@@ -182,14 +186,15 @@ class FrontDoor:
         return None if stored is None else reply.cached(stored)
 
     def at_once(self, scope: Scope) -> Written | None:
-        """The answer to a request whose answer the response cache holds, made at once, with no
-        ASGI cycle: `service.edge.protocol` writes it as uvicorn would. It is the answer the
-        ordinary path gives (headers, 304, 429, metrics and access line), its cached part
-        written once per cached answer (`Stored.lines`). None when the request takes the
-        ordinary path: a method other than GET or HEAD, a path that needs no key, a key not
-        checked recently under the key store in force, an answer not in the cache, a
-        browser's request when CORS is on, or rate limits kept in Redis (their answer is
-        awaited)."""
+        """The answer to a request made at once, with no ASGI cycle: `service.edge.protocol`
+        writes it as uvicorn would. It is the answer the ordinary path gives (headers, 304,
+        429, metrics and access line) to a request whose answer the response cache holds, its
+        cached part written once per cached answer (`Stored.lines`), or to a quick endpoint's
+        request (`service.api.Endpoint.quick`) whose answer it does not hold (`_made`). None
+        when the request takes the ordinary path: a method other than GET or HEAD, a path that
+        needs no key, a key not checked recently under the key store in force (for an endpoint
+        that is not quick), an answer not in the cache (likewise), a browser's request when
+        CORS is on, or rate limits kept in Redis (their answer is awaited)."""
         if not self.answers_at_once or scope["method"] not in CACHED_METHODS:
             return None
         path = scope["path"]
@@ -199,22 +204,23 @@ class FrontDoor:
             return None
         if self._cors and any(name == ORIGIN for name, _ in scope["headers"]):
             return None
-        known = self._recent.get(_raw_request(scope))
-        if known is None or known[0] != self._keystore.refresh():
-            return None
-        _, account, key = known
-        stored = self._cache.get(version.version_id, key)
-        if stored is None:
-            return None
         if self._holder.opening.is_set():
             # Answers made at once hold the GIL back to back: without a pause, the thread
             # opening a new version waited for it at every return from C, and a 10M-record
             # version opened in 1.0-1.3 s under load instead of 0.25 s (docs/benchmarks.md).
             time.sleep(0)
+        route, path_params = endpoint
+        known = self._recent.get(_raw_request(scope))
+        if known is None or known[0] != self._keystore.refresh():
+            return self._made(scope, route, path_params, version) if route.at_once else None
+        _, account, key = known
+        stored = self._cache.get(version.version_id, key)
+        if stored is None:
+            missed = route.at_once
+            return self._made(scope, route, path_params, version, missed=True) if missed else None
         started = time.perf_counter()
         request_id, if_none_match = identified(scope["headers"])
         decision = self._limiter.take_here(account.key_id, account.limit)
-        route = endpoint[0].template
         if decision.allowed and not not_modified(if_none_match, stored.etag):
             # The answer nearly every such request gets, in a straight line: a `Call` and a
             # `Reply` cost a third of it (`docs/benchmarks.md`, #40 part 5).
@@ -227,9 +233,59 @@ class FrontDoor:
             assert answer is not None  # `stored` is an answer
             status, headers, body = answer
             header_lines = wire.lines(headers)
-        self._count(scope, route, status, started, request_id, account.key_id)
+        self._count(scope, route.template, status, started, request_id, account.key_id)
         self._stats.at_once += 1
         return status, header_lines, body
+
+    def _made(
+        self,
+        scope: Scope,
+        route: dispatch.Route,
+        path_params: dict[str, str],
+        version: Dataset,
+        *,
+        missed: bool = False,
+    ) -> Written | None:
+        """A quick endpoint's answer, made at once as the ordinary path makes it: the key
+        checked, its rate limit taken, the cache read (unless it was `missed` already), then
+        the handler run here, what it raises in the family's envelope. None for a request
+        without a valid key (the ordinary path makes the family's 401)."""
+        call = arrival(scope)
+        call.version = version
+        self._authenticate(scope, call)
+        if call.caller is None:
+            return None
+        reply = Reply(_unsent, call, scope, max_age=self._max_age)
+        reply.route = route.template
+        token = CALL.set(call)  # the handler reads it, as on the ordinary path
+        try:
+            decision = self._limiter.take_here(call.caller.key_id, call.caller.limit)
+            cached = None if missed else self._cached(scope, call)
+            answer = self._refused_or_cached(decision, cached, call, reply)
+            if answer is None:
+                answer = reply.whole(self._handled(scope, route, path_params, call))
+            self._done(scope, call, reply)
+        finally:
+            CALL.reset(token)
+        self._stats.at_once += 1
+        status, headers, body = answer
+        return status, wire.lines(headers), body
+
+    def _handled(
+        self, scope: Scope, route: dispatch.Route, path_params: dict[str, str], call: Call
+    ) -> Response:
+        """A quick handler's answer; what it raises in the family's envelope, as `_dispatch`
+        and `_serve` render it."""
+        scope["app"], scope["route"], scope["path_params"] = self.app, route, path_params
+        try:
+            response = route.handler(Request(scope))
+        except ApiError as error:
+            return call.render(error)
+        except Exception:
+            log.exception("unhandled error on %s %s", scope["method"], scope["path"])
+            return call.render(ApiError("internal error"))
+        assert isinstance(response, Response)  # a quick handler is a plain function
+        return response
 
     async def _dispatch(
         self,

@@ -10,7 +10,8 @@ answer does (`X-Request-ID`, `nosniff`).
 
 An answer's head and the first part of its body leave in one write (`_HeadWithBody`).
 
-A request whose answer the response cache holds is answered as soon as its head is read
+A request whose answer the response cache holds, or any GET or HEAD of a quick endpoint (a
+discovery list, answered from memory), is answered as soon as its head is read
 (`FrontDoor.at_once`), and written here as uvicorn writes an answer (its date, the headers in
 order, `connection: close` when the connection ends): no ASGI cycle, task or `Response` object,
 which is most of what even a static answer costs under uvicorn (`docs/benchmarks.md`).

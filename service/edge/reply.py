@@ -144,10 +144,15 @@ class Reply:
         return self.status, out, body
 
     def whole(self, response: Response) -> Answer:
-        """A response made whole (an error's), with the headers `send` gives it."""
+        """A response made whole (an error's, or a quick handler's answer made at once), as
+        `send` gives it: its headers, a 304 in its place when `If-None-Match` names its tag,
+        and a successful one kept for the cache."""
         start = self._start(response.status_code, response.raw_headers)
+        body = b"" if self.replaced else bytes(response.body)
+        if self._head is not None:
+            self.cacheable, self._head = (body, self._head), None
         self.started = self.finished = True
-        return self.status, start["headers"], bytes(response.body)
+        return self.status, start["headers"], body
 
     async def deliver(self, answer: Answer) -> None:
         """Send an answer `cached` or `whole` made."""

@@ -21,19 +21,19 @@ SHAPES = {
 }
 
 
-async def participants(request: Request) -> JSON:
+def participants(request: Request) -> JSON:
     return discovery(request, "participants")
 
 
-async def fee_categories(request: Request) -> JSON:
+def fee_categories(request: Request) -> JSON:
     return discovery(request, "fee_categories")
 
 
-async def actions(request: Request) -> JSON:
+def actions(request: Request) -> JSON:
     return discovery(request, "actions")
 
 
-async def fee_types(request: Request) -> JSON:
+def fee_types(request: Request) -> JSON:
     return discovery(request, "fee_types")
 
 
@@ -76,7 +76,7 @@ def _item(endpoint: str, term: Term, counts: dict[str, int], venue: Venue) -> di
     return item
 
 
-async def date_ranges(request: Request) -> JSON:
+def date_ranges(request: Request) -> JSON:
     """The supplier's coverage as maximal contiguous periods, with the data types in each."""
     call, account = params.supplier_request(request)
     dataset = call.dataset
