@@ -739,7 +739,8 @@ def at_once_report(at_once: int, answered: int) -> str:
     return (
         f"Of the {answered:,} requests the server had answered by the end of its warm cases, "
         f"{at_once:,} ({at_once / answered:.1%}) were answered at once by the connection, from "
-        "the response cache (`fees_answered_at_once_total`); the rest took the ASGI path."
+        "the response cache or by a quick endpoint's handler (`fees_answered_at_once_total`); "
+        "the rest took the ASGI path."
     )
 
 

@@ -215,9 +215,10 @@ class FrontDoor:
             return self._made(scope, route, path_params, version) if route.at_once else None
         _, account, key = known
         stored = self._cache.get(version.version_id, key)
+        if stored is None and route.at_once:
+            return self._made(scope, route, path_params, version, missed=True)
         if stored is None:
-            missed = route.at_once
-            return self._made(scope, route, path_params, version, missed=True) if missed else None
+            return None
         started = time.perf_counter()
         request_id, if_none_match = identified(scope["headers"])
         decision = self._limiter.take_here(account.key_id, account.limit)

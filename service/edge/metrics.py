@@ -109,7 +109,8 @@ class ServiceCollector(Collector):
         yield latency
         yield CounterMetricFamily(
             "fees_answered_at_once", "Of the requests answered, those the connection answered "
-            "at once from the response cache, with no ASGI cycle (an answer, its 304 or 429).",
+            "at once, with no ASGI cycle: from the response cache, or by a quick endpoint's "
+            "handler (an answer, its 304, 429 or error).",
             value=self._stats.at_once,
         )  # fmt: skip
 

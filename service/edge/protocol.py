@@ -13,8 +13,9 @@ An answer's head and the first part of its body leave in one write (`_HeadWithBo
 A request whose answer the response cache holds, or any GET or HEAD of a quick endpoint (a
 discovery list, answered from memory), is answered as soon as its head is read
 (`FrontDoor.at_once`), and written here as uvicorn writes an answer (its date, the headers in
-order, `connection: close` when the connection ends): no ASGI cycle, task or `Response` object,
-which is most of what even a static answer costs under uvicorn (`docs/benchmarks.md`).
+order, `connection: close` when the connection ends): no ASGI cycle or task (and for a cached
+answer no `Response` object), which is most of what even a static answer costs under uvicorn
+(`docs/benchmarks.md`).
 """
 
 import asyncio
@@ -78,9 +79,9 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
 
     def _answered_at_once(self) -> bool:
         """Answer the request now, if the front door can (`FrontDoor.at_once`: its answer is
-        cached), with no ASGI cycle and no task: fixed bytes written here took a fifth of the
-        CPU the same bytes took through them (`docs/benchmarks.md`). The scope is filled as
-        uvicorn fills it."""
+        cached, or its endpoint quick), with no ASGI cycle and no task: fixed bytes written
+        here took a fifth of the CPU the same bytes took through them (`docs/benchmarks.md`).
+        The scope is filled as uvicorn fills it."""
         parser, scope = self.parser, self.scope
         idle = self.cycle is None or self.cycle.response_complete  # none pipelined before it
         if (
