@@ -169,7 +169,7 @@ def table(endpoints: Sequence[Endpoint] = ENDPOINTS) -> PathTable:
             parameters=endpoint.query,
             methods=("GET", "HEAD") if endpoint.method == "GET" else (endpoint.method,),
             on_loop=endpoint.quick or inspect.iscoroutinefunction(handler),
-            at_once=endpoint.quick,
+            quick=endpoint.quick,
         )
         written = (
             [prefix + bare + slash for prefix in PREFIXES for slash in ("", "/")]

@@ -105,13 +105,14 @@ class AccessLog:
     ) -> None:
         """Keep one request's line (the raw path as the request line carried it: a decoded
         `%0A` could forge lines), to be rendered when it is written."""
-        fields = (time.time_ns(), method, route, raw_path, status, seconds, request_id, key)
         if self._terminal:
-            path, duration_ms, id_text = _texts(fields)
-            message = _message(method, path, status, duration_ms, id_text, key)
+            path, duration_ms = raw_path.decode("latin-1"), _microseconds(seconds) / 1000
+            message = _message(method, path, status, duration_ms, request_id.decode(), key)
             os.write(self._fd, f"INFO:     {message}\n".encode())
             return
-        self._pending.append(fields)
+        self._pending.append(
+            (time.time_ns(), method, route, raw_path, status, seconds, request_id, key)
+        )
         if len(self._pending) >= BUFFER_LINES:
             self.flush()
 
@@ -130,7 +131,7 @@ class AccessLog:
             shape = shapes.get((method, route, raw_path, status, key))
             if shape is None:
                 shape = self._shape(method, route, raw_path, status, key)
-            microseconds = round(seconds * 1_000_000)
+            microseconds = _microseconds(seconds)
             duration = durations.get(microseconds)
             if duration is None:
                 duration = self._duration(microseconds)
@@ -206,11 +207,9 @@ class AccessLog:
         return self._stamp
 
 
-def _texts(fields: Fields) -> tuple[str, float, str]:
-    """A line's raw path (latin-1, byte for byte), duration in milliseconds (to the
-    microsecond, as `AccessLog._lines` writes it) and request id."""
-    _, _, _, raw_path, _, seconds, request_id, _ = fields
-    return raw_path.decode("latin-1"), round(seconds * 1_000_000) / 1000, request_id.decode()
+def _microseconds(seconds: float) -> int:
+    """A duration to the microsecond: lines write it in milliseconds (`duration_ms`)."""
+    return round(seconds * 1_000_000)
 
 
 def _message(

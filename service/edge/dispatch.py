@@ -33,7 +33,7 @@ class Route:
     parameters: dict[str, Any]
     methods: tuple[str, ...]  # ("GET", "HEAD"), or ("POST",)
     on_loop: bool  # an `async def` or quick handler runs on the event loop; any other in a thread
-    at_once: bool = False  # quick (`service.api.Endpoint.quick`): made at once when not cached
+    quick: bool = False  # `service.api.Endpoint.quick`: made at once even when not cached
 
     @property
     def allow(self) -> str:

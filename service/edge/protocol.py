@@ -65,6 +65,10 @@ def _front_door(app: Any) -> Any:
 
 
 class BoundedHttpToolsProtocol(HttpToolsProtocol):
+    # The default headers last written, and their lines (`_default_lines`): shared by every
+    # connection, as uvicorn's server state is.
+    _defaults: tuple[list[tuple[bytes, bytes]] | None, bytes] = (None, b"")
+
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._door = _front_door(self.app)
@@ -113,7 +117,7 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
             return False
         status, header_lines, body = answer
         keep_alive = version != "1.0" and parser.should_keep_alive()
-        first = wire.lines(self.server_state.default_headers)  # the date, as on every answer
+        first = self._default_lines()  # the date, as on every answer
         last = b"" if keep_alive else CLOSE
         head = wire.head(status, b"%s%s%s" % (first, header_lines, last))
         self.transport.write(head if scope["method"] == "HEAD" else head + body)
@@ -122,6 +126,16 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
             self.transport.close()
         self.on_response_complete()
         return True
+
+    def _default_lines(self) -> bytes:
+        """The server's default headers (the date) as written, rendered once for each list of
+        them: uvicorn makes a new list each second, and answers made at once come by the
+        thousand in between."""
+        defaults = self.server_state.default_headers
+        rendered = BoundedHttpToolsProtocol._defaults
+        if rendered[0] is not defaults:
+            rendered = BoundedHttpToolsProtocol._defaults = (defaults, wire.lines(defaults))
+        return rendered[1]
 
     def on_message_begin(self) -> None:
         super().on_message_begin()
