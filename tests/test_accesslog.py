@@ -73,17 +73,19 @@ def test_a_line_is_one_json_object_with_every_field(tmp_path: Path) -> None:
     seconds=st.floats(min_value=0, max_value=1e3),
     key=st.sampled_from([None, "c48a01f49fd0"]),
     status=st.sampled_from([200, 304, 404, 429, 500]),
+    method=st.sampled_from(["GET", "HEAD", "%s%d"]),  # "%" is a token's character too
 )
 def test_a_line_is_the_bytes_orjson_makes_of_its_dict(
-    path: str, seconds: float, key: str | None, status: int
+    path: str, seconds: float, key: str | None, status: int, method: str
 ) -> None:
     """The line is rendered by hand, for speed: any raw path (quotes, backslashes, control
-    characters, latin-1) and any duration give exactly what `orjson.dumps` gives, the first
-    time and when its parts are rendered already (the second request of the same shape, the
-    third of the same duration)."""
+    characters, latin-1, a `%` the line's template must not take for a slot) and any duration
+    give exactly what `orjson.dumps` gives, the first time and when its parts are rendered
+    already (the second request of the same shape, the third of the same duration)."""
     read_end, write_end = os.pipe()
     log = AccessLog(write_end)
     given = {"raw_path": path.encode("latin-1"), "seconds": seconds, "key": key, "status": status}
+    given |= {"method": method}
     request = fields(5) | given
     requests = [request, request | {"seconds": seconds / 2}, fields(6) | {"seconds": seconds}]
     for each in requests:
@@ -103,7 +105,8 @@ def message(request: dict[str, Any]) -> str:
     """The message a request's line carries."""
     path, duration_ms = request["raw_path"].decode("latin-1"), logged(request)["duration_ms"]
     request_id, key = request["request_id"].decode(), request["key"] or "-"
-    return f"GET {path} {request['status']} {duration_ms:.2f}ms request_id={request_id} key={key}"
+    summary = f"{request['method']} {path} {request['status']} {duration_ms:.2f}ms"
+    return f"{summary} request_id={request_id} key={key}"
 
 
 def test_lines_are_held_until_the_buffer_fills_or_a_second_passes(tmp_path: Path) -> None:

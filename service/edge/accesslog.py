@@ -8,16 +8,20 @@ answer's throughput. Here a request only keeps its fields, as a tuple on a queue
 process); the lines are rendered when they are written, a batch at a time, by one bytes
 format with only the raw path escaped (the other fields are tokens, hex, numbers or our own
 route templates), which makes the bytes `orjson.dumps` made of the same dict. What a line's
-shape (method, route, path, status, key) and its duration make of it is rendered once and
-kept for the lines after: 0.8 µs a line in process, kept and rendered, against 1.7 rendering
-each line whole and 5.6 through `orjson.dumps` (`docs/benchmarks.md`, #40 part 5).
+shape (method, route, path, status, key) makes of it is rendered once, as a template with a
+slot for each of the rest, and so is what a duration makes of it; both are kept for the lines
+after. In process a line costs 0.8 µs, kept, rendered and written to `/dev/null`, against 0.95
+with its shape kept in four parts (#40 part 5), 1.7 rendering each line whole and 5.6 through
+`orjson.dumps` (`docs/benchmarks.md`, #40 parts 5 and 6).
 
 Lines are kept in memory and written when `BUFFER_LINES` are held, every `FLUSH_SECONDS` (a
 thread), and when the server stops. So a clean stop (SIGTERM, SIGINT, the end of the app's
 lifespan) loses nothing, and a crash (SIGKILL, a power cut) loses at most the lines of the
 last `FLUSH_SECONDS`. On a pipe, a write is cut at whole lines into at most `PIPE_BUF` bytes,
 which the kernel writes whole, so the lines of several workers sharing the pipe never mix; a
-file is opened for appending, where each write lands whole too.
+file is opened for appending, where each write lands whole too. A full batch is written by the
+request that filled it: handed to a thread of its own, whose write would release the GIL, it
+cost as much in GIL handoffs as the write took (no gain under load, 8 rounds; #40 part 6).
 
 To a terminal, each line is written at once, as the human-readable message alone.
 """
@@ -46,8 +50,6 @@ STDERR: Final = 2  # the descriptor, not `sys.stderr`: the process's own, whoeve
 # duration and the id are turned into text when the line is rendered, a batch at a time, so a
 # request does no more than keep them (`docs/benchmarks.md`, #40 parts 4 and 5).
 Fields = tuple[int, str, str, bytes, int, float, bytes, str | None]
-# What a line's method, route, raw path, status and key make of it (`AccessLog._shape`).
-Shape = tuple[bytes, bytes, bytes, bytes]
 
 
 class AccessLog:
@@ -62,7 +64,7 @@ class AccessLog:
         self._lock = threading.Lock()  # one flush at a time, so the batches keep their order
         self._second, self._seconds = -1, ""  # a second, and its time to the second
         self._millisecond, self._stamp = -1, b""  # a millisecond, and its time to it
-        self._shapes: dict[tuple[str, str, bytes, int, str | None], Shape] = {}
+        self._templates: dict[tuple[str, str, bytes, int, str | None], bytes] = {}
         self._durations: dict[int, tuple[bytes, bytes]] = {}
         self._stopped = threading.Event()
         self._flusher: threading.Thread | None = None
@@ -123,46 +125,53 @@ class AccessLog:
 
     def _lines(self, batch: list[Fields]) -> list[bytes]:
         """Each request's JSON line, the bytes `orjson.dumps` makes of the line's dict: what a
-        request's shape and its duration make of a line is rendered once (`_shape`,
-        `_duration`), since under load most lines repeat a few shapes and a few hundred
-        durations. One loop for the batch: a call per line cost a tenth of a line."""
-        shapes, durations, lines = self._shapes, self._durations, []
+        request's shape makes of a line is rendered once, as a template (`_template`), and so
+        is what its duration makes of it (`_duration`), since under load most lines repeat a
+        few shapes and a few hundred durations. One loop for the batch: a call per line cost
+        a tenth of a line."""
+        templates, durations, lines = self._templates, self._durations, []
         for ns, method, route, raw_path, status, seconds, request_id, key in batch:
-            shape = shapes.get((method, route, raw_path, status, key))
-            if shape is None:
-                shape = self._shape(method, route, raw_path, status, key)
+            template = templates.get((method, route, raw_path, status, key))
+            if template is None:
+                template = self._template(method, route, raw_path, status, key)
             microseconds = _microseconds(seconds)
             duration = durations.get(microseconds)
             if duration is None:
                 duration = self._duration(microseconds)
-            message, fields_to_duration, key_text, key_json = shape
             two_places, exact = duration
-            lines.append(
-                b'{"time":"%s","level":"INFO","logger":"%s","message":"%s%sms request_id=%s key=%s%s%s,"request_id":"%s","key":%s}\n' % (  # noqa: E501
-                    self._time(ns), LOGGER_BYTES, message, two_places, request_id, key_text,
-                    fields_to_duration, exact, request_id, key_json,
-                )
-            )  # fmt: skip
+            lines.append(template % (self._time(ns), two_places, request_id, exact, request_id))
         return lines
 
-    def _shape(
+    def _template(
         self, method: str, route: str, raw_path: bytes, status: int, key: str | None
-    ) -> Shape:
-        """The parts of a line a request's method, route, path, status and key make: the
-        message up to its duration, the fields from its end up to `duration_ms`, the key as
-        the message and as the field write it."""
+    ) -> bytes:
+        """The line a request's method, route, path, status and key make, as a bytes format
+        with five slots: the time, the duration as the message writes it (two places), the
+        request id, the duration as the field writes it (`repr`), the request id again: a
+        line's format of five values rendered in 0.55 µs, where one of ten took 0.67."""
         path = orjson.dumps(raw_path.decode("latin-1"))  # quoted, escaped: a caller shapes it
-        shape = (
-            b"%s %s %d " % (method.encode(), path[1:-1], status),
-            b'","method":"%s","route":"%s","path":%s,"status":%d,"duration_ms":'
-            % (method.encode(), route.encode(), path, status),
-            (key or "-").encode(),
-            b"null" if key is None else b'"%s"' % key.encode(),
+        method_text, route_text, path, key_text, key_json = (
+            part.replace(b"%", b"%%")  # a method token, say, may hold one: not a slot
+            for part in (
+                method.encode(),
+                route.encode(),
+                path,
+                (key or "-").encode(),
+                b"null" if key is None else b'"%s"' % key.encode(),
+            )
         )
-        if len(self._shapes) >= REMEMBERED:
-            self._shapes.clear()
-        self._shapes[method, route, raw_path, status, key] = shape
-        return shape
+        template = (
+            b'{"time":"%%s","level":"INFO","logger":"%s","message":"%s %s %d %%sms '
+            b'request_id=%%s key=%s","method":"%s","route":"%s","path":%s,"status":%d,'
+            b'"duration_ms":%%s,"request_id":"%%s","key":%s}\n'
+        ) % (
+            LOGGER_BYTES, method_text, path[1:-1], status, key_text,
+            method_text, route_text, path, status, key_json,
+        )  # fmt: skip
+        if len(self._templates) >= REMEMBERED:
+            self._templates.clear()
+        self._templates[method, route, raw_path, status, key] = template
+        return template
 
     def _duration(self, microseconds: int) -> tuple[bytes, bytes]:
         """A duration as the message writes it (two places) and as the field does (`repr`)."""
