@@ -38,6 +38,7 @@ KEY_BYTES = 32  # token_urlsafe(32) is 43 characters
 # of a cached answer's throughput under load (make bench, 2026-11-23); this costs nothing
 # measurable and still refuses a revoked key a twentieth of a second later.
 RECHECK_SECONDS = 0.05
+RECENT_KEYS = 1024  # valid keys remembered with their accounts (`Keystore.authenticate`)
 
 
 # What each key of an account may spend: `burst` requests at once, refilled at `per_minute`
@@ -98,7 +99,10 @@ class Keystore:
         self._path = path
         self._lock = threading.Lock()
         self._signature: tuple[int, int, int] | None = None
-        self._by_hash: dict[str, Account] = {}
+        # The active keys by hash, and those recently presented with their accounts (a hash
+        # a request cost 2% of a cold discovery answer): replaced together when the file is
+        # read again, so a key is never remembered past the reading it was valid in.
+        self._keys: tuple[dict[str, Account], dict[str, Account]] = ({}, {})
         self._next_check = 0.0
         self.generation = 0  # raised whenever the keys are read again
 
@@ -106,7 +110,15 @@ class Keystore:
         if not key:
             return None
         self.refresh()
-        return self._by_hash.get(key_hash(key))
+        by_hash, recent = self._keys
+        account = recent.get(key)
+        if account is None:
+            account = by_hash.get(key_hash(key))
+            if account is not None:  # only valid keys are remembered
+                if len(recent) >= RECENT_KEYS:
+                    recent.clear()
+                recent[key] = account
+        return account
 
     def refresh(self) -> int:
         """Read the file again if it changed (looked at once per `RECHECK_SECONDS`); returns
@@ -123,7 +135,7 @@ class Keystore:
         if signature != self._signature:
             with self._lock:
                 try:
-                    self._by_hash = _active_keys(read_accounts(self._path))
+                    self._keys = (_active_keys(read_accounts(self._path)), {})
                 except (OSError, ValueError, KeyError, TypeError) as error:
                     if self.generation == 0:
                         raise  # no keys were ever read: nothing to keep serving with

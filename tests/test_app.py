@@ -200,6 +200,8 @@ def test_keys_are_issued_listed_and_revoked_within_a_recheck(
         assert service_main(["keys", "revoke", listed["id"]]) == 0
         time.sleep(RECHECK_SECONDS)  # the next request is sure to look at the file
         assert http.get("/api/v1/exchanges/", headers=exchange_headers(key)).status_code == 401
+        # A request not seen before checks the key itself (the key store remembered it).
+        assert http.get("/api/v1/exchanges/nyse", headers=exchange_headers(key)).status_code == 401
     assert service_main(["keys", "revoke", listed["id"]]) == 1
 
 

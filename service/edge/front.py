@@ -27,7 +27,6 @@ from typing import Any
 
 from starlette.applications import Starlette
 from starlette.datastructures import Headers
-from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Match, Mount, Route
 from starlette.types import Message, Receive, Scope, Send
@@ -51,6 +50,7 @@ from service.edge.cors import with_cors
 from service.edge.metrics import OTHER, RequestStats
 from service.edge.ratelimit import Decision, Limiter
 from service.edge.reply import Answer, Reply, Written, cached_lines
+from service.edge.request import ApiRequest
 from service.errors import ApiError, MethodNotAllowed, RateLimited, family_of
 from service.urls import OPENAPI_PATH, PREFIXES
 
@@ -280,7 +280,7 @@ class FrontDoor:
         and `_serve` render it."""
         self._routed(scope, route, path_params)
         try:
-            response = route.handler(Request(scope))
+            response = route.handler(ApiRequest(scope))
         except ApiError as error:
             return call.render(error)
         except Exception:
@@ -306,7 +306,7 @@ class FrontDoor:
             return
         self._routed(scope, route, path_params)
         try:
-            response = await route.answer(Request(scope, receive))
+            response = await route.answer(ApiRequest(scope, receive))
             await response(scope, receive, reply.send)
         except ApiError as error:
             if reply.headed:

@@ -56,7 +56,7 @@ def discovery(request: Request, endpoint: str) -> JSON:
 
 
 def _present(term: Term, counts: dict[str, int]) -> bool:
-    return any(value in counts for value in term.stored)
+    return not counts.keys().isdisjoint(term.stored)
 
 
 def _item(endpoint: str, term: Term, counts: dict[str, int], venue: Venue) -> dict[str, Any]:
