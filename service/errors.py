@@ -25,6 +25,8 @@ from typing import Any
 
 from service.responses import JSON
 
+REMEMBERED_PATH_CHARS = 256  # the longest path whose family is remembered (`family_of`)
+
 
 class Family(Enum):
     SUPPLIER = "supplier"  # {"error": "<label>", "message": ..., "details"?: {...}}
@@ -114,9 +116,19 @@ def invalid_date(field: str) -> BadRequest:
     return BadRequest("invalid date format", {"field": field, "expected_format": "YYYY-MM-DD"})
 
 
-@functools.lru_cache(maxsize=4096)  # a request asks two or three times: 2% of a cold answer
 def family_of(path: str) -> Family:
     """Which envelope a path speaks: the supplier family owns `/…/v1/suppliers/…`."""
+    # A request asks two or three times (2% of a cold answer): the answer for a short path is
+    # remembered; a long one is worked out each time, so no caller can make the memo large.
+    return _remembered_family(path) if len(path) <= REMEMBERED_PATH_CHARS else _family(path)
+
+
+@functools.lru_cache(maxsize=4096)
+def _remembered_family(path: str) -> Family:
+    return _family(path)
+
+
+def _family(path: str) -> Family:
     parts = path.strip("/").split("/")
     if parts[:1] == ["api"]:
         parts = parts[1:]

@@ -234,9 +234,15 @@ class Query:
             raise ValidationError("Invalid query parameters.", self.problems)
 
 
-@functools.lru_cache(maxsize=4096)  # windows share their days: 2% of a cold discovery answer
 def real_date(text: str) -> date | None:
     """The day `text` writes as YYYY-MM-DD, when it is a real one."""
+    # Windows share their days: a day's reading is remembered (it was 2% of a cold discovery
+    # answer). Only texts of a date's length are, so no caller can make the memo large.
+    return _real_date(text) if len(text) == len("YYYY-MM-DD") else None
+
+
+@functools.lru_cache(maxsize=4096)
+def _real_date(text: str) -> date | None:
     if DATE.fullmatch(text):
         try:
             return date.fromisoformat(text)
