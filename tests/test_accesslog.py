@@ -222,3 +222,21 @@ def _requests(url: str, count: int) -> set[str]:
             ]
             for number in range(count)
         }
+
+
+def test_a_long_path_is_logged_whole_and_its_line_not_kept() -> None:
+    """The template of a line is kept for the lines after only for a short path: a caller can
+    send thousands of 8 KB paths, and each is still logged whole."""
+    read_end, write_end = os.pipe()
+    log = AccessLog(write_end)
+    long_path = "/api/v1/exchanges/" + "x" * 8_000
+    for number in range(3):
+        log.write(**fields(number) | {"raw_path": f"{long_path}{number}".encode()})
+    log.write(**fields(3))
+    log.flush()
+    os.close(write_end)
+    received = bytearray()
+    _drain(read_end, received)
+    lines = [json.loads(line) for line in received.decode().splitlines()]
+    assert [line["path"] for line in lines[:3]] == [f"{long_path}{n}" for n in range(3)]
+    assert len(log._templates) == 1  # only the short path's

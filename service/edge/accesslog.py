@@ -43,6 +43,9 @@ FLUSH_SECONDS: Final = 1.0
 LOGGER: Final = "service.access"  # the access lines' `logger` field, as documented (README)
 LOGGER_BYTES: Final = LOGGER.encode()
 REMEMBERED: Final = 4096  # line shapes and durations rendered, kept for the lines after
+# The longest raw path whose line's template is kept: a template holds its path twice, so 4,096
+# of 8 KB paths (a caller needs no key to send them) would have held about 70 MB.
+REMEMBERED_PATH_BYTES: Final = 256
 STDERR: Final = 2  # the descriptor, not `sys.stderr`: the process's own, whoever wraps it
 
 # What a request keeps: the wall-clock time (ns), method, route template, raw path, status,
@@ -168,9 +171,10 @@ class AccessLog:
             LOGGER_BYTES, method_text, path[1:-1], status, key_text,
             method_text, route_text, path, status, key_json,
         )  # fmt: skip
-        if len(self._templates) >= REMEMBERED:
-            self._templates.clear()
-        self._templates[method, route, raw_path, status, key] = template
+        if len(raw_path) <= REMEMBERED_PATH_BYTES:
+            if len(self._templates) >= REMEMBERED:
+                self._templates.clear()
+            self._templates[method, route, raw_path, status, key] = template
         return template
 
     def _duration(self, microseconds: int) -> tuple[bytes, bytes]:
