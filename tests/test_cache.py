@@ -20,11 +20,14 @@ from service.edge.cache import (
     ENTRY_BYTES,
     ETAG,
     VERSION_HEADER,
+    CacheKey,
     ResponseCache,
     Stored,
     cache_key,
+    key_text,
 )
 from service.edge.call import Call
+from service.edge.front import RECENT_CHARS, FrontDoor
 from service.endpoints import envelope
 from service.errors import Family
 from service.responses import JSON
@@ -162,15 +165,23 @@ def enveloped(data: object, meta: dict[str, object]) -> Stored:
     return Stored.of(bytes(response.body), [], call.timed)
 
 
+ACCOUNT = Account(name="desk", exchanges=None, key_id="0123456789ab")
+
+
+def key(name: str) -> CacheKey:
+    """A cache key of a request with no parameters (its text: `/api/v1/` and the name)."""
+    return (ACCOUNT, f"/api/v1/{name}", (), None)
+
+
 @pytest.mark.parametrize("meta", [{"record_count": 2}, {}], ids=["meta", "empty-meta"])
 def test_the_query_time_is_filled_in_on_every_hit(meta: dict[str, object]) -> None:
     """Where the time stands is the envelope's to say: a value that looks like one (a label
     `"query_time_ms":5`) is never taken for it."""
     cache = ResponseCache(10 * ENTRY_BYTES)
     data = [{"name": "query_time_ms", "label": '"query_time_ms":5'}]
-    assert cache.get("v1", "key") is None
-    cache.put("v1", "key", enveloped(data, meta))
-    stored = cache.get("v1", "key")
+    assert cache.get("v1", key("key")) is None
+    cache.put("v1", key("key"), enveloped(data, meta))
+    stored = cache.get("v1", key("key"))
     assert stored is not None
     assert json.loads(stored.body(7)) == {"data": data, "meta": {**meta, "query_time_ms": 7}}
     assert json.loads(stored.body(12345)) == {
@@ -179,36 +190,56 @@ def test_the_query_time_is_filled_in_on_every_hit(meta: dict[str, object]) -> No
 
 
 def test_the_cache_keeps_within_its_bound_least_recently_used_out_first() -> None:
-    cache = ResponseCache(2 * (ENTRY_BYTES + 34) + 10)  # room for two of the answers below
-    cache.get("v1", "a")  # the cache learns the version it serves
-    for key in ("a", "b", "c"):
-        cache.put("v1", key, answer({"padding": "x" * 20}))  # 34 bytes each
-        cache.get("v1", "a")  # `a` stays the most recently used
-    assert cache.size == (2, 2 * (ENTRY_BYTES + 34))
-    assert cache.get("v1", "a") is not None
-    assert cache.get("v1", "b") is None
-    assert cache.get("v1", "c") is not None
-    cache.put("v1", "huge", answer({"padding": "x" * 3000}))
-    assert cache.get("v1", "huge") is None
+    each = ENTRY_BYTES + 34 + key_text(key("a"))  # an answer below, and its key's text
+    cache = ResponseCache(2 * each + 10)  # room for two of them
+    cache.get("v1", key("a"))  # the cache learns the version it serves
+    for name in ("a", "b", "c"):
+        cache.put("v1", key(name), answer({"padding": "x" * 20}))  # 34 bytes each
+        cache.get("v1", key("a"))  # `a` stays the most recently used
+    assert cache.size == (2, 2 * each)
+    assert cache.get("v1", key("a")) is not None
+    assert cache.get("v1", key("b")) is None
+    assert cache.get("v1", key("c")) is not None
+    cache.put("v1", key("huge"), answer({"padding": "x" * 3000}))
+    assert cache.get("v1", key("huge")) is None
 
 
-def test_the_bound_counts_what_an_entry_costs_not_only_its_body() -> None:
-    """Entries shaped as the service keeps them (a discovery answer rendered as the service
-    renders it, its key and headers): the bytes the bound counts are within a fifth of the
-    memory they take. (orjson's output keeps a buffer larger than itself.)"""
-    account = Account(name="desk", exchanges=None, key_id="0123456789ab")
-    answer_data = {"data": [{"name": "add_liquidity", "count": 12345}] * 25, "meta": {}}
+# Per entry: its answer's data and its key's parameters, as the cache key holds them (raw
+# `name=value` pairs, or decoded pairs for a query with escapes).
+SHAPES = {
+    "discovery": (
+        [{"name": "add_liquidity", "count": 12345}] * 25,
+        lambda number: (b"end_date=2023-06-30", b"start_date=%d-01-01" % number),
+    ),
+    "a small answer to a long raw query": (
+        [],
+        lambda number: (b"end_date=2023-06-30", b"fee_code=" + b"x" * 4_000 + b"%d" % number),
+    ),
+    "a small answer to a long decoded query": (
+        [],
+        lambda number: (("end_date", "2023-06-30"), ("fee_code", "é" * 2_000 + str(number))),
+    ),
+}
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+def test_the_bound_counts_what_an_entry_costs_not_only_its_body(shape: str) -> None:
+    """Entries shaped as the service keeps them (an answer rendered as the service renders
+    it, its key and headers): the bytes the bound counts are within a fifth of the memory they
+    take, with a long query too (orjson's output keeps a buffer larger than itself)."""
+    data, parameters = SHAPES[shape]
+    answer_data = {"data": data, "meta": {}}
     cache = ResponseCache(2**40)
     cache.get("v1", None)
     gc.collect()
     tracemalloc.start()
     try:
         for number in range(5_000):
-            key = (account, f"/api/v1/suppliers/v{number % 40}/actions",
-                   (b"end_date=2023-06-30", b"start_date=%d-01-01" % number), None)  # fmt: skip
+            path = f"/api/v1/suppliers/v{number % 40}/actions"
+            request = (ACCOUNT, path, parameters(number), None)
             headers = [(b"content-type", b"application/json"), (VERSION_HEADER, b"v1"),
                        (ETAG, b'W/"v1.%024x"' % number), (CACHE_CONTROL, b"private")]  # fmt: skip
-            cache.put("v1", key, Stored.of(JSON(answer_data).body, headers))
+            cache.put("v1", request, Stored.of(JSON(answer_data).body, headers))
         gc.collect()
         taken, _ = tracemalloc.get_traced_memory()
     finally:
@@ -220,21 +251,21 @@ def test_the_bound_counts_what_an_entry_costs_not_only_its_body() -> None:
 
 def test_a_new_version_empties_the_cache_and_the_old_one_cannot_refill_it() -> None:
     cache = ResponseCache(10 * ENTRY_BYTES)
-    cache.get("v1", "key")
-    cache.put("v1", "key", answer({"version": 1}))
-    assert cache.get("v2", "key") is None
-    cache.put("v1", "key", answer({"version": 1}))  # a request still finishing on v1
-    assert cache.get("v2", "key") is None
-    cache.put("v2", "key", answer({"version": 2}))
-    stored = cache.get("v2", "key")
+    cache.get("v1", key("key"))
+    cache.put("v1", key("key"), answer({"version": 1}))
+    assert cache.get("v2", key("key")) is None
+    cache.put("v1", key("key"), answer({"version": 1}))  # a request still finishing on v1
+    assert cache.get("v2", key("key")) is None
+    cache.put("v2", key("key"), answer({"version": 2}))
+    stored = cache.get("v2", key("key"))
     assert stored is not None and json.loads(stored.body(0)) == {"version": 2}
 
 
 def test_a_zero_bound_turns_the_cache_off() -> None:
     cache = ResponseCache(0)
-    cache.get("v1", "key")
-    cache.put("v1", "key", answer({"kept": False}))
-    assert cache.get("v1", "key") is None
+    cache.get("v1", key("key"))
+    cache.put("v1", key("key"), answer({"kept": False}))
+    assert cache.get("v1", key("key")) is None
 
 
 def test_every_answer_names_its_dataset_version(
@@ -247,3 +278,18 @@ def test_every_answer_names_its_dataset_version(
     assert cache_of(live).hits == 1
     versions = {answer.headers["x-dataset-version"] for answer in answers}
     assert versions == {fixture_version.version_id}
+
+
+def test_only_a_short_raw_request_is_remembered(live: LiveServer) -> None:
+    """The door remembers the account and cache key of a raw request (path, query, the key
+    and `Accept`) only when it is short: a key's holder could send thousands of 8 KB queries.
+    A long one is answered as ever."""
+    door: FrontDoor = live.app
+    path = "/api/v1/suppliers/nyse/participants?start_date=2024-01-01"
+    with httpx.Client(base_url=live.url, headers=supplier_headers()) as http:
+        short = http.get(path)
+        long = http.get(f"{path}&end_date=2024-12-31&{'x' * RECENT_CHARS}=1")
+    assert (short.status_code, long.status_code) == (200, 400)
+    remembered = {(raw[0], raw[1]) for raw in door._recent}
+    assert ("/api/v1/suppliers/nyse/participants", b"start_date=2024-01-01") in remembered
+    assert not any(len(query) > RECENT_CHARS for _, query in remembered)

@@ -727,8 +727,8 @@ class Filled:
             f"{grown:+,} MB, {grown / held if held else 0:.1f} times what the cache holds; its "
             f"anonymous memory went from {self.ready_anonymous_mb:,} to "
             f"{self.filled_anonymous_mb:,} MB ({anonymous:+,} MB, "
-            f"{anonymous / held if held else 0:.1f} times). The bound counts each answer's body "
-            f"and {ENTRY_BYTES:,} bytes beside it."
+            f"{anonymous / held if held else 0:.1f} times). The bound counts each answer's body, "
+            f"its key's text and {ENTRY_BYTES:,} bytes beside them."
         )
 
 

@@ -33,13 +33,13 @@ from service.edge.access import EXCHANGE_KEY_ALIAS, EXCHANGE_KEY_HEADER
 VERSION_HEADER = b"x-dataset-version"
 ETAG = b"etag"
 CACHE_CONTROL = b"cache-control"
-# What an entry costs beside its body: its key (account, path, parameters), its kept headers
-# (the ETag its own; as pairs, and as written for an answer made at once), the `Stored` and the
-# cache's bookkeeping. Traced: 1,978 bytes an entry whose body is 995 (5,000 entries shaped as
-# discovery answers; 2,069 through cachetools' `LRUCache`, which kept three dicts), so counting
-# bodies alone let the cache take about twice its bound (`tests/test_cache.py` checks the
-# bound within a fifth).
-ENTRY_BYTES = 984
+# What an entry costs beside its body and its key's text (`key_text`): the key's objects, its
+# kept headers (the ETag its own; as pairs, and as written for an answer made at once), the
+# `Stored` and the cache's bookkeeping. Traced: 1,978 bytes an entry whose body is 995 and whose
+# key holds 69 characters (5,000 entries shaped as discovery answers; 2,069 through cachetools'
+# `LRUCache`, which kept three dicts), so counting bodies alone let the cache take about twice
+# its bound (`tests/test_cache.py` checks the bound within a fifth, for long keys too).
+ENTRY_BYTES = 912
 
 # What a cached answer gives again (its content-length is set per answer).
 KEPT_HEADERS = frozenset(
@@ -118,6 +118,17 @@ def cache_key(account: Account, scope: Scope, headers: Headers) -> CacheKey:
     return (account, scope["path"], tuple(parameters), headers.get("accept"))
 
 
+def key_text(key: CacheKey) -> int:
+    """The characters a key holds (path, parameters, Accept), counted against the bound with
+    its answer: a caller's query can be 8 KB, and a small answer under such a key took several
+    times what `ENTRY_BYTES` allows."""
+    _, path, parameters, accept = key
+    held = len(path) + len(accept or "")
+    for parameter in parameters:  # raw `name=value` bytes, or decoded (name, value) pairs
+        held += len(parameter) if isinstance(parameter, bytes) else sum(map(len, parameter))
+    return held
+
+
 def entity_tag(version_id: str, key: CacheKey) -> str:
     """The weak ETag of the answer to a request (its cache key) from a version: what the
     answer depends on, hashed, so two processes, or two keys of the same scope, agree."""
@@ -138,14 +149,15 @@ def not_modified(if_none_match: bytes | None, etag: bytes) -> bool:
 
 class ResponseCache:
     """The answers kept, the least recently used out first, within `max_bytes` as
-    `Stored.size` counts them. Used by the front door alone, on the event loop: no lock. An
-    ordered dict of our own rather than cachetools' `LRUCache`: a miss and the answer kept
-    after it cost 0.35 µs in process, against 0.9 through that class's layers (#40 part 6)."""
+    `Stored.size` and `key_text` count them. Used by the front door alone, on the event loop:
+    no lock. An ordered dict of our own rather than cachetools' `LRUCache`: a miss and the
+    answer kept after it cost 0.35 µs in process, against 0.9 through that class's layers (#40
+    part 6)."""
 
     def __init__(self, max_bytes: int) -> None:
         self._max_bytes = max_bytes
         self._entries: OrderedDict[CacheKey, Stored] = OrderedDict()
-        self._held = 0  # the bytes kept, as `Stored.size` counts them
+        self._held = 0  # the bytes kept, as `Stored.size` and `key_text` count them
         self._version: str | None = None
         self.hits = 0
         self.misses = 0
@@ -156,7 +168,8 @@ class ResponseCache:
 
     @property
     def size(self) -> tuple[int, int]:
-        """The answers kept, and their bytes as the bound counts them (`Stored.size`)."""
+        """The answers kept, and their bytes as the bound counts them (`Stored.size` and
+        `key_text`)."""
         return len(self._entries), self._held
 
     def get(self, version: str, key: CacheKey) -> Stored | None:
@@ -173,15 +186,15 @@ class ResponseCache:
     def put(self, version: str, key: CacheKey, stored: Stored) -> None:
         """Keep a successful answer of `version` (ignored once a newer version is seen), and
         drop the least recently used until the cache is within its bound."""
-        size = stored.size
+        size = stored.size + key_text(key)
         if version != self._version or size > self._max_bytes:
             return
         entries = self._entries
         replaced = entries.pop(key, None)
         if replaced is not None:
-            self._held -= replaced.size
+            self._held -= replaced.size + key_text(key)
         entries[key] = stored
         self._held += size
         while self._held > self._max_bytes:
-            _, dropped = entries.popitem(last=False)
-            self._held -= dropped.size
+            dropped_key, dropped = entries.popitem(last=False)
+            self._held -= dropped.size + key_text(dropped_key)

@@ -58,6 +58,9 @@ log = logging.getLogger(__name__)
 
 API_PREFIXES = tuple(f"{prefix}/" for prefix in PREFIXES)
 RECENT_REQUESTS = 4096  # raw requests whose account and cache key are remembered
+# The longest raw request remembered (path, query and its keyed headers' values): a request
+# can carry 24 KB of them: 4,096 such, with their cache keys, could hold about 130 MB.
+RECENT_CHARS = 1024
 CACHED_METHODS = ("GET", "HEAD")
 ORIGIN = b"origin"
 
@@ -331,9 +334,10 @@ class FrontDoor:
                 call.challenge = challenge(scope["path"], headers)
                 return
             known = (generation, account, cache_key(account, scope, headers))
-            if len(self._recent) >= RECENT_REQUESTS:
-                self._recent.clear()
-            self._recent[raw] = known
+            if sum(map(len, raw[:2])) + sum(len(value) for _, value in raw[2:]) <= RECENT_CHARS:
+                if len(self._recent) >= RECENT_REQUESTS:
+                    self._recent.clear()
+                self._recent[raw] = known
         _, call.caller, call.key = known
 
     def _cached(self, scope: Scope, call: Call) -> Stored | None:
