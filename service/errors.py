@@ -18,14 +18,12 @@ Handlers raise these; `render` turns any of them into the family's documented bo
 else that escapes a handler becomes a 500 in the same envelope, with nothing internal shown.
 """
 
-import functools
 import time
 from enum import Enum
 from typing import Any
 
+from service import remembered
 from service.responses import JSON
-
-REMEMBERED_PATH_CHARS = 256  # the longest path whose family is remembered (`family_of`)
 
 
 class Family(Enum):
@@ -116,19 +114,9 @@ def invalid_date(field: str) -> BadRequest:
     return BadRequest("invalid date format", {"field": field, "expected_format": "YYYY-MM-DD"})
 
 
+@remembered.for_short(256)  # a request asks two or three times: 2% of a cold answer
 def family_of(path: str) -> Family:
     """Which envelope a path speaks: the supplier family owns `/…/v1/suppliers/…`."""
-    # A request asks two or three times (2% of a cold answer): the answer for a short path is
-    # remembered; a long one is worked out each time, so no caller can make the memo large.
-    return _remembered_family(path) if len(path) <= REMEMBERED_PATH_CHARS else _family(path)
-
-
-@functools.lru_cache(maxsize=4096)
-def _remembered_family(path: str) -> Family:
-    return _family(path)
-
-
-def _family(path: str) -> Family:
     parts = path.strip("/").split("/")
     if parts[:1] == ["api"]:
         parts = parts[1:]

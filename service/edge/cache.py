@@ -85,7 +85,8 @@ class Stored:
 
     @property
     def size(self) -> int:
-        """What the entry costs, as the cache's bound counts it: the body and `ENTRY_BYTES`."""
+        """What the answer costs, as the cache's bound counts it: the body and `ENTRY_BYTES`
+        (the cache adds its key's text, `key_text`)."""
         return len(self.head) + len(self.tail or b"") + ENTRY_BYTES
 
 
@@ -186,15 +187,19 @@ class ResponseCache:
     def put(self, version: str, key: CacheKey, stored: Stored) -> None:
         """Keep a successful answer of `version` (ignored once a newer version is seen), and
         drop the least recently used until the cache is within its bound."""
-        size = stored.size + key_text(key)
+        size = _cost(key, stored)
         if version != self._version or size > self._max_bytes:
             return
         entries = self._entries
         replaced = entries.pop(key, None)
         if replaced is not None:
-            self._held -= replaced.size + key_text(key)
+            self._held -= _cost(key, replaced)
         entries[key] = stored
         self._held += size
         while self._held > self._max_bytes:
-            dropped_key, dropped = entries.popitem(last=False)
-            self._held -= dropped.size + key_text(dropped_key)
+            self._held -= _cost(*entries.popitem(last=False))
+
+
+def _cost(key: CacheKey, stored: Stored) -> int:
+    """What an entry costs against the bound: its answer (`Stored.size`) and its key's text."""
+    return stored.size + key_text(key)

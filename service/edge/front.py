@@ -75,6 +75,12 @@ def _raw_request(scope: Scope) -> tuple[Any, ...]:
     )
 
 
+def _short(raw: tuple[Any, ...]) -> bool:
+    """Whether a raw request (`_raw_request`) is short enough to remember (`RECENT_CHARS`)."""
+    path, query, *headers = raw
+    return len(path) + len(query) + sum(len(value) for _, value in headers) <= RECENT_CHARS
+
+
 async def _unsent(message: Message) -> None:
     raise RuntimeError("an answer made at once is returned, not sent")
 
@@ -334,7 +340,7 @@ class FrontDoor:
                 call.challenge = challenge(scope["path"], headers)
                 return
             known = (generation, account, cache_key(account, scope, headers))
-            if sum(map(len, raw[:2])) + sum(len(value) for _, value in raw[2:]) <= RECENT_CHARS:
+            if _short(raw):
                 if len(self._recent) >= RECENT_REQUESTS:
                     self._recent.clear()
                 self._recent[raw] = known

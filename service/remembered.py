@@ -1,0 +1,29 @@
+"""Answers remembered for short arguments: a memo no caller can make large.
+
+`functools.lru_cache` bounds how many answers it keeps, not how large their arguments are: a
+request can carry 8 KB paths and parameters, and 4,096 of those would be held for as long as
+the process runs. Here only an argument of at most a given length is remembered; a longer one
+is answered afresh each time.
+"""
+
+import functools
+from collections.abc import Callable
+from typing import Final, TypeVar
+
+ANSWERS: Final = 4096  # the answers each memo keeps, the least recently used out first
+Answer = TypeVar("Answer")
+
+
+def for_short(longest: int) -> Callable[[Callable[[str], Answer]], Callable[[str], Answer]]:
+    """Remember a function's answers for arguments of at most `longest` characters."""
+
+    def remembering(function: Callable[[str], Answer]) -> Callable[[str], Answer]:
+        remembered = functools.lru_cache(maxsize=ANSWERS)(function)
+
+        @functools.wraps(function)
+        def answer(text: str) -> Answer:
+            return remembered(text) if len(text) <= longest else function(text)
+
+        return answer
+
+    return remembering
