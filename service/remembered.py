@@ -11,6 +11,9 @@ from collections.abc import Callable
 from typing import Final, TypeVar
 
 ANSWERS: Final = 4096  # the answers each memo keeps, the least recently used out first
+# The longest path a memo keeps, here and in the service's own memos of paths (the dispatch
+# table's, the access log's line templates): 4,096 of them hold at most about 1 MB.
+PATH_CHARS: Final = 256
 Answer = TypeVar("Answer")
 
 

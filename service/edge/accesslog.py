@@ -38,14 +38,13 @@ from typing import Final
 
 import orjson
 
+from service import remembered
+
 BUFFER_LINES: Final = 256  # about 100 KB of discovery requests' lines
 FLUSH_SECONDS: Final = 1.0
 LOGGER: Final = "service.access"  # the access lines' `logger` field, as documented (README)
 LOGGER_BYTES: Final = LOGGER.encode()
 REMEMBERED: Final = 4096  # line shapes and durations rendered, kept for the lines after
-# The longest raw path whose line's template is kept: a template holds its path twice, so 4,096
-# of 8 KB paths (a caller needs no key to send them) would have held about 70 MB.
-REMEMBERED_PATH_BYTES: Final = 256
 STDERR: Final = 2  # the descriptor, not `sys.stderr`: the process's own, whoever wraps it
 
 # What a request keeps: the wall-clock time (ns), method, route template, raw path, status,
@@ -171,7 +170,9 @@ class AccessLog:
             LOGGER_BYTES, method_text, path[1:-1], status, key_text,
             method_text, route_text, path, status, key_json,
         )  # fmt: skip
-        if len(raw_path) <= REMEMBERED_PATH_BYTES:
+        # Only a short path's (`remembered.PATH_CHARS`): a template holds its path twice, and
+        # 4,096 of 8 KB paths (a caller needs no key to send them) would have held 70 MB.
+        if len(raw_path) <= remembered.PATH_CHARS:
             if len(self._templates) >= REMEMBERED:
                 self._templates.clear()
             self._templates[method, route, raw_path, status, key] = template

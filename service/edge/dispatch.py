@@ -17,8 +17,9 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response
 
+from service import remembered
+
 RECENT_PATHS: Final = 4096
-RECENT_PATH_CHARS: Final = 256
 Handler = Callable[[Request], Response | Awaitable[Response]]
 
 
@@ -94,7 +95,7 @@ class PathTable:
         path_params: dict[str, str] = {}
         route = _walk(self._root, path.split("/"), 1, path_params) if path[:1] == "/" else None
         resolved = None if route is None else (route, path_params)
-        if len(path) <= RECENT_PATH_CHARS:
+        if len(path) <= remembered.PATH_CHARS:
             if len(self._recent) >= RECENT_PATHS:
                 self._recent.clear()
             self._recent[path] = resolved

@@ -220,13 +220,14 @@ class FrontDoor:
             # version opened in 1.0-1.3 s under load instead of 0.25 s (docs/benchmarks.md).
             time.sleep(0)
         route, path_params = endpoint
-        known = self._recent.get(_raw_request(scope))
+        raw = _raw_request(scope)
+        known = self._recent.get(raw)
         if known is None or known[0] != self._keystore.refresh():
-            return self._made(scope, route, path_params, version) if route.quick else None
+            return self._made(scope, route, path_params, version, raw) if route.quick else None
         _, account, key = known
         stored = self._cache.get(version.version_id, key)
         if stored is None and route.quick:
-            return self._made(scope, route, path_params, version, missed=True)
+            return self._made(scope, route, path_params, version, raw, missed=True)
         if stored is None:
             return None
         started = time.perf_counter()
@@ -254,16 +255,18 @@ class FrontDoor:
         route: dispatch.Route,
         path_params: dict[str, str],
         version: Dataset,
+        raw: tuple[Any, ...],
         *,
         missed: bool = False,
     ) -> Written | None:
         """A quick endpoint's answer, made at once as the ordinary path makes it: the key
         checked, its rate limit taken, the cache read (unless it was `missed` already), then
         the handler run here, what it raises in the family's envelope. None for a request
-        without a valid key (the ordinary path makes the family's 401)."""
+        without a valid key (the ordinary path makes the family's 401). `raw` is the request
+        as `_raw_request` gives it, made once."""
         call = arrival(scope)
         call.version = version
-        self._authenticate(scope, call)
+        self._authenticate(scope, call, raw)
         if call.caller is None:
             return None
         reply = Reply(_unsent, call, scope, max_age=self._max_age)
@@ -327,11 +330,12 @@ class FrontDoor:
         route (the parameters it declares) and the path's parameters."""
         scope["app"], scope["route"], scope["path_params"] = self.app, route, path_params
 
-    def _authenticate(self, scope: Scope, call: Call) -> None:
+    def _authenticate(self, scope: Scope, call: Call, raw: tuple[Any, ...] | None = None) -> None:
         """The account of the key the request presents, and its cache key, into `call` (left
-        None when the key is missing or invalid: the handler's 401)."""
+        None when the key is missing or invalid: the handler's 401). `raw`: the request as
+        `_raw_request` gives it, when the caller made it already."""
         generation = self._keystore.refresh()
-        raw = _raw_request(scope)
+        raw = _raw_request(scope) if raw is None else raw
         known = self._recent.get(raw)
         if known is None or known[0] != generation:
             headers = Headers(scope=scope)
