@@ -67,17 +67,13 @@ class Account:
     exchanges: frozenset[str] | None  # None: every venue
     key_id: str = ""  # the key's fingerprint: its rate-limit bucket, its name in logs
     limit: Limit = DEFAULT_LIMIT
-    # Hashed once: an account leads every response cache key, which a cached answer hashes
-    # twice and a cold one six times (the dataclass's own hash, of every field, cost 0.7 µs).
-    _hash: int = field(init=False, compare=False, repr=False)
+    # The venues it may see, sorted (None: every venue), made once: what its answers depend
+    # on, so what leads its requests' response cache keys (`service.edge.cache.cache_key`).
+    scope: tuple[str, ...] | None = field(init=False, compare=False, repr=False)
 
     def __post_init__(self) -> None:
-        object.__setattr__(
-            self, "_hash", hash((self.name, self.exchanges, self.key_id, self.limit))
-        )
-
-    def __hash__(self) -> int:
-        return self._hash
+        scope = None if self.exchanges is None else tuple(sorted(self.exchanges))
+        object.__setattr__(self, "scope", scope)
 
     def may_see(self, code: str) -> bool:
         return self.exchanges is None or code in self.exchanges

@@ -19,7 +19,6 @@ two equal answers.
 
 import hashlib
 from collections import OrderedDict
-from dataclasses import dataclass
 from operator import itemgetter
 from typing import Any
 
@@ -33,13 +32,14 @@ from service.edge.access import EXCHANGE_KEY_ALIAS, EXCHANGE_KEY_HEADER
 VERSION_HEADER = b"x-dataset-version"
 ETAG = b"etag"
 CACHE_CONTROL = b"cache-control"
-# What an entry costs beside its body and its key's text (`key_text`): the key's objects, its
+# What an entry costs beside its body and its key's text (`key_text`): the key's tuples, its
 # kept headers (the ETag its own; as pairs, and as written for an answer made at once), the
-# `Stored` and the cache's bookkeeping. Traced: 1,978 bytes an entry whose body is 995 and whose
-# key holds 69 characters (5,000 entries shaped as discovery answers; 2,069 through cachetools'
-# `LRUCache`, which kept three dicts), so counting bodies alone let the cache take about twice
-# its bound (`tests/test_cache.py` checks the bound within a fifth, for long keys too).
-ENTRY_BYTES = 912
+# `Stored` tuple and the cache's bookkeeping. Traced: 1,945 bytes an entry whose body is 995 and
+# whose key holds 69 characters (5,000 entries shaped as discovery answers; 1,978 when the
+# answer was an object of a class, 2,069 through cachetools' `LRUCache`, which kept three
+# dicts), so counting bodies alone let the cache take about twice its bound
+# (`tests/test_cache.py` checks the bound within a fifth, for long keys too).
+ENTRY_BYTES = 882
 
 # What a cached answer gives again (its content-length is set per answer).
 KEPT_HEADERS = frozenset(
@@ -53,41 +53,44 @@ KEYED_HEADERS = frozenset(
 )
 
 
-@dataclass(frozen=True)
-class Stored:
-    head: bytes  # the body up to the query time (all of it when there is none)
-    tail: bytes | None  # the body after the query time; None when there is no query time
-    headers: tuple[tuple[bytes, bytes], ...]
-    lines: bytes  # the headers as written (`service.edge.wire`), for an answer made at once
+# An answer kept: (head, tail, headers, lines). The body up to its query time (all of it when
+# there is none), the body after it (None when there is none), the headers it gives again, and
+# those headers as written (`service.edge.wire`) for an answer made at once. A plain tuple of
+# bytes, like its key: once the cyclic collector has seen that such a tuple's parts hold no
+# container it stops tracking it, so a full collection does not walk the cache. With 30,000
+# answers kept (in process, 10M records, cold discovery), a full collection took 41-72 ms when
+# each answer was an object of a class and its key held the account, 17-24 ms with the answer
+# a named tuple, 9-16 ms as this: a pause for every request in flight (#40 part 7).
+Stored = tuple[bytes, bytes | None, tuple[tuple[bytes, bytes], ...], bytes]
 
-    @classmethod
-    def of(
-        cls,
-        body: bytes,
-        headers: list[tuple[bytes, bytes]],
-        timed: tuple[int, int] | None = None,
-    ) -> "Stored":
-        """An answer to keep; `timed` is where its query time stands in `body`, as the
-        envelope that built it says (`service.endpoints.envelope`), or None for an answer
-        without one."""
-        kept = tuple((k, v) for k, v in headers if k in KEPT_HEADERS)
-        if timed is None:  # kept as a copy of its own length (`exact`)
-            return cls(exact(body), None, kept, wire.lines(kept))
-        start, end = timed
-        return cls(body[:start], body[end:], kept, wire.lines(kept))
 
-    @property
-    def etag(self) -> bytes:
-        return next(value for name, value in self.headers if name == ETAG)
+def stored_answer(
+    body: bytes, headers: list[tuple[bytes, bytes]], timed: tuple[int, int] | None = None
+) -> Stored:
+    """An answer to keep; `timed` is where its query time stands in `body`, as the envelope
+    that built it says (`service.endpoints.envelope`), or None for an answer without one."""
+    kept = tuple((k, v) for k, v in headers if k in KEPT_HEADERS)
+    if timed is None:  # kept as a copy of its own length (`exact`)
+        return exact(body), None, kept, wire.lines(kept)
+    start, end = timed
+    return body[:start], body[end:], kept, wire.lines(kept)
 
-    def body(self, query_time_ms: int) -> bytes:
-        return self.head if self.tail is None else b"%s%d%s" % (self.head, query_time_ms, self.tail)
 
-    @property
-    def size(self) -> int:
-        """What the answer costs, as the cache's bound counts it: the body and `ENTRY_BYTES`
-        (the cache adds its key's text, `key_text`)."""
-        return len(self.head) + len(self.tail or b"") + ENTRY_BYTES
+def stored_body(answer: Stored, query_time_ms: int) -> bytes:
+    """A kept answer's body, with the query time filled in."""
+    head, tail, _, _ = answer
+    return head if tail is None else b"%s%d%s" % (head, query_time_ms, tail)
+
+
+def stored_etag(answer: Stored) -> bytes:
+    return next(value for name, value in answer[2] if name == ETAG)
+
+
+def stored_size(answer: Stored) -> int:
+    """What a kept answer costs, as the cache's bound counts it: its body and `ENTRY_BYTES`
+    (the cache adds its key's text, `key_text`)."""
+    head, tail, _, _ = answer
+    return len(head) + len(tail or b"") + ENTRY_BYTES
 
 
 def exact(body: bytes) -> bytes:
@@ -98,12 +101,14 @@ def exact(body: bytes) -> bytes:
     return memoryview(body).tobytes()
 
 
-# (caller's account, path, parameters, Accept header): see `cache_key`.
-CacheKey = tuple[Account, str, tuple[Any, ...], str | None]
+# (caller's venue scope, path, parameters, Accept header): see `cache_key`.
+CacheKey = tuple[tuple[str, ...] | None, str, tuple[Any, ...], str | None]
 
 
 def cache_key(account: Account, scope: Scope, headers: Headers) -> CacheKey:
-    """What makes two requests the same: caller scope, path, parameters and Accept header.
+    """What makes two requests the same: the venues the caller may see (`Account.scope`: what
+    an answer depends on, so two keys of the same scope share their answers), path, parameters
+    and Accept header.
 
     Parameters are sorted by name; a name's repeated values keep their order (echoes show it).
     A query with nothing to decode is sorted as raw `name=value` pairs, which mean exactly what
@@ -116,7 +121,7 @@ def cache_key(account: Account, scope: Scope, headers: Headers) -> CacheKey:
         parameters = sorted(QueryParams(query).multi_items(), key=itemgetter(0))
     else:
         parameters = sorted(query.split(b"&"), key=lambda pair: pair.partition(b"=")[0])
-    return (account, scope["path"], tuple(parameters), headers.get("accept"))
+    return (account.scope, scope["path"], tuple(parameters), headers.get("accept"))
 
 
 def key_text(key: CacheKey) -> int:
@@ -133,8 +138,8 @@ def key_text(key: CacheKey) -> int:
 def entity_tag(version_id: str, key: CacheKey) -> str:
     """The weak ETag of the answer to a request (its cache key) from a version: what the
     answer depends on, hashed, so two processes, or two keys of the same scope, agree."""
-    account, path, parameters, accept = key
-    scope = None if account.exchanges is None else sorted(account.exchanges)
+    venues, path, parameters, accept = key
+    scope = None if venues is None else list(venues)  # as a list: the tags made before
     request = repr((scope, path, parameters, accept)).encode()
     return f'W/"{version_id}.{hashlib.blake2b(request, digest_size=12).hexdigest()}"'
 
@@ -150,7 +155,7 @@ def not_modified(if_none_match: bytes | None, etag: bytes) -> bool:
 
 class ResponseCache:
     """The answers kept, the least recently used out first, within `max_bytes` as
-    `Stored.size` and `key_text` count them. Used by the front door alone, on the event loop:
+    `stored_size` and `key_text` count them. Used by the front door alone, on the event loop:
     no lock. An ordered dict of our own rather than cachetools' `LRUCache`: a miss and the
     answer kept after it cost 0.35 µs in process, against 0.9 through that class's layers (#40
     part 6)."""
@@ -158,7 +163,7 @@ class ResponseCache:
     def __init__(self, max_bytes: int) -> None:
         self._max_bytes = max_bytes
         self._entries: OrderedDict[CacheKey, Stored] = OrderedDict()
-        self._held = 0  # the bytes kept, as `Stored.size` and `key_text` count them
+        self._held = 0  # the bytes kept, as `stored_size` and `key_text` count them
         self._version: str | None = None
         self.hits = 0
         self.misses = 0
@@ -169,7 +174,7 @@ class ResponseCache:
 
     @property
     def size(self) -> tuple[int, int]:
-        """The answers kept, and their bytes as the bound counts them (`Stored.size` and
+        """The answers kept, and their bytes as the bound counts them (`stored_size` and
         `key_text`)."""
         return len(self._entries), self._held
 
@@ -201,5 +206,5 @@ class ResponseCache:
 
 
 def _cost(key: CacheKey, stored: Stored) -> int:
-    """What an entry costs against the bound: its answer (`Stored.size`) and its key's text."""
-    return stored.size + key_text(key)
+    """What an entry costs against the bound: its answer (`stored_size`) and its key's text."""
+    return stored_size(stored) + key_text(key)

@@ -44,6 +44,9 @@ from service.edge.cache import (
     Stored,
     cache_key,
     not_modified,
+    stored_answer,
+    stored_body,
+    stored_etag,
 )
 from service.edge.call import CALL, Call, arrival, elapsed_ms, identified
 from service.edge.cors import with_cors
@@ -199,12 +202,13 @@ class FrontDoor:
         """The answer to a request made at once, with no ASGI cycle: `service.edge.protocol`
         writes it as uvicorn would. It is the answer the ordinary path gives (headers, 304,
         429, metrics and access line) to a request whose answer the response cache holds, its
-        cached part written once per cached answer (`Stored.lines`), or to a quick endpoint's
-        request (`service.api.Endpoint.quick`) whose answer it does not hold (`_made`). None
-        when the request takes the ordinary path: a method other than GET or HEAD, a path that
-        needs no key, a key not checked recently under the key store in force (for an endpoint
-        that is not quick), an answer not in the cache (likewise), a browser's request when
-        CORS is on, or rate limits kept in Redis (their answer is awaited)."""
+        cached part written once per cached answer (`service.edge.cache.Stored`'s lines), or
+        to a quick endpoint's request (`service.api.Endpoint.quick`) whose answer it does not
+        hold (`_made`). None when the request takes the ordinary path: a method other than GET
+        or HEAD, a path that needs no key, a key not checked recently under the key store in
+        force (for an endpoint that is not quick), an answer not in the cache (likewise), a
+        browser's request when CORS is on, or rate limits kept in Redis (their answer is
+        awaited)."""
         if not self.answers_at_once or scope["method"] not in CACHED_METHODS:
             return None
         path = scope["path"]
@@ -233,10 +237,10 @@ class FrontDoor:
         started = time.perf_counter()
         request_id, if_none_match = identified(scope["headers"])
         decision = self._limiter.take_here(account.key_id, account.limit)
-        if decision.allowed and not not_modified(if_none_match, stored.etag):
+        if decision.allowed and not not_modified(if_none_match, stored_etag(stored)):
             # The answer nearly every such request gets, in a straight line: a `Call` and a
             # `Reply` cost a third of it (`docs/benchmarks.md`, #40 part 5).
-            status, body = 200, stored.body(elapsed_ms(started))
+            status, body = 200, stored_body(stored, elapsed_ms(started))
             header_lines = cached_lines(stored, body, request_id, decision)
         else:  # a 429 or a 304, as the ordinary path makes them
             call = Call(request_id, started, family_of(path), if_none_match, version, account, key)
@@ -372,7 +376,7 @@ class FrontDoor:
     def _done(self, scope: Scope, call: Call, reply: Reply) -> None:
         """Keep a successful answer for the cache, then count and log it (`_count`)."""
         if reply.cacheable is not None and self._cache.enabled:
-            self._keep(call, Stored.of(*reply.cacheable, call.timed))
+            self._keep(call, stored_answer(*reply.cacheable, call.timed))
         key = call.caller.key_id if call.caller is not None else None
         route = reply.route or self._route(scope)
         self._count(scope, route, reply.status, call.started, call.request_id, key)

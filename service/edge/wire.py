@@ -3,7 +3,7 @@
 
 Written here for what the connection sends without uvicorn's help: its own refusals (400, 414,
 431) and the answers made at once (`service.edge.protocol`), whose cached part is rendered once
-per cached answer (`service.edge.cache.Stored.lines`), not once per request.
+per cached answer (`service.edge.cache.Stored`'s lines), not once per request.
 """
 
 from collections.abc import Iterable
