@@ -24,6 +24,7 @@ from service.edge.cache import (
     ResponseCache,
     Stored,
     cache_key,
+    entity_tag,
     key_text,
     stored_answer,
     stored_body,
@@ -124,6 +125,16 @@ def test_keys_of_one_venue_scope_share_their_answers() -> None:
     assert key(Account("a", venues, key_id="1")) == key(Account("b", venues, key_id="2"))
     assert key(Account("a", venues)) != key(Account("c", frozenset({"nyse"})))
     assert key(Account("a", venues)) != key(Account("d", None))
+
+
+def test_a_requests_etag_is_what_it_was_before_keys_held_the_scope() -> None:
+    """Tags a client holds from before the cache was keyed by venue scope (#40 part 7) still
+    name the same answers: the same request from the same version has the same tag."""
+    scope = {"type": "http", "path": "/api/v1/x", "query_string": b"b=1&a=%41",
+             "headers": [(b"accept", b"application/json")]}  # fmt: skip
+    account = Account("desk", frozenset({"nyse", "box", "cboe"}), key_id="k")
+    key = cache_key(account, scope, Headers(scope=scope))
+    assert entity_tag("v1", key) == 'W/"v1.59d6cc2f4bb362e45d3dce10"'
 
 
 @pytest.mark.parametrize("query", [b"b=1&a=2", b"b=%C3%A9&a=2"], ids=["raw", "decoded"])

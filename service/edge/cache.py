@@ -83,7 +83,8 @@ def stored_body(answer: Stored, query_time_ms: int) -> bytes:
 
 
 def stored_etag(answer: Stored) -> bytes:
-    return next(value for name, value in answer[2] if name == ETAG)
+    _, _, headers, _ = answer
+    return next(value for name, value in headers if name == ETAG)
 
 
 def stored_size(answer: Stored) -> int:
@@ -139,7 +140,7 @@ def entity_tag(version_id: str, key: CacheKey) -> str:
     """The weak ETag of the answer to a request (its cache key) from a version: what the
     answer depends on, hashed, so two processes, or two keys of the same scope, agree."""
     venues, path, parameters, accept = key
-    scope = None if venues is None else list(venues)  # as a list: the tags made before
+    scope = None if venues is None else list(venues)  # a list, so a tag is what it was
     request = repr((scope, path, parameters, accept)).encode()
     return f'W/"{version_id}.{hashlib.blake2b(request, digest_size=12).hexdigest()}"'
 
