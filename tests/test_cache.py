@@ -169,7 +169,7 @@ def test_head_is_answered_from_the_get_it_follows(live: LiveServer) -> None:
     assert cache_of(live).hits == 1
 
 
-def test_a_cached_answer_is_never_given_to_another_key(live: LiveServer) -> None:
+def test_a_cached_answer_is_never_given_to_another_scope_or_a_bad_key(live: LiveServer) -> None:
     with httpx.Client(base_url=live.url) as http:
         everyone = http.get("/api/v1/exchanges", headers=exchange_headers()).json()["data"]
         nyse_only = http.get("/api/v1/exchanges", headers=exchange_headers(KEYS["nyse"]))
