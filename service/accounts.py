@@ -30,6 +30,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from service import remembered
 from service.settings import SettingsError
 
 log = logging.getLogger(__name__)
@@ -111,9 +112,7 @@ class Keystore:
         if account is None:
             account = by_hash.get(key_hash(key))
             if account is not None:  # only valid keys are remembered
-                if len(recent) >= RECENT_KEYS:
-                    recent.clear()
-                recent[key] = account
+                remembered.keep(recent, key, account, RECENT_KEYS)
         return account
 
     def refresh(self) -> int:

@@ -7,7 +7,7 @@ is answered afresh each time.
 """
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from typing import Final, TypeVar
 
 ANSWERS: Final = 4096  # the answers each memo keeps, the least recently used out first
@@ -15,6 +15,17 @@ ANSWERS: Final = 4096  # the answers each memo keeps, the least recently used ou
 # table's, the access log's line templates): 4,096 of them hold at most about 1 MB.
 PATH_CHARS: Final = 256
 Answer = TypeVar("Answer")
+Key = TypeVar("Key", bound=Hashable)
+
+
+def keep(memo: dict[Key, Answer], key: Key, answer: Answer, most: int) -> None:
+    """Keep an answer in a memo of at most `most`, forgetting them all first when it is full:
+    the service's own memos on the hot path (paths resolved, keys, raw requests, log line
+    templates), where a least-recently-used order would cost every hit its bookkeeping and a
+    full memo is rare and cheap to fill again."""
+    if len(memo) >= most:
+        memo.clear()
+    memo[key] = answer
 
 
 def for_short(longest: int) -> Callable[[Callable[[str], Answer]], Callable[[str], Answer]]:

@@ -214,12 +214,16 @@ class ResultsIndex:
             earliest_end=max(_days(selection.start_date, selection.in_force_on), default=None),
             oldest_confirmation=min(_days(selection.oldest_confirmation()), default=None),
         )
-        # A column's few wanted codes, compared one by one (`_wanted`); None: its table is used.
-        few = {
-            column: _few(table) if column != POSITION else None for column, table in wanted.items()
+        # The columns tested record by record (a run is one venue and fee type), each with its
+        # few wanted codes, compared one by one (`_wanted`), or None: its table is used (the
+        # positions' table is as long as the version, so its codes are not listed).
+        tested = {
+            column: None if column == POSITION else _few(table)
+            for column, table in wanted.items()
+            if column not in ("exchange", "fee_type")
         }
         matches = (
-            self._match(run, wanted, few, window)
+            self._match(run, wanted, tested, window)
             for run in self.runs
             if _allowed(wanted, "exchange", run.exchange)
             and _allowed(wanted, "fee_type", run.fee_type)
@@ -230,10 +234,11 @@ class ResultsIndex:
         self,
         run: Run,
         wanted: dict[str, Array],
-        few: dict[str, list[int] | None],
+        tested: dict[str, list[int] | None],
         window: "Window",
     ) -> "Match | None":
-        """The part of one run in the window with the wanted codes (none: None)."""
+        """The part of one run in the window with the wanted codes (none: None); `tested`: the
+        columns to test record by record, with their few wanted codes (`matches`)."""
         stop = run.stop
         if window.latest_start is not None:  # a record starting after the window cannot overlap
             starts = self._arrays["effective_start"][run.start : run.stop]
@@ -243,7 +248,6 @@ class ResultsIndex:
             stop = run.start + int(np.searchsorted(starts, latest, side="right"))
         if stop <= run.start:
             return None
-        tested = [column for column in wanted if column not in ("exchange", "fee_type")]
         bounds = {
             "effective_end": window.earliest_end,
             "confirmed_through": window.oldest_confirmation,
@@ -251,8 +255,8 @@ class ResultsIndex:
         if not tested and all(bound is None for bound in bounds.values()):
             return Match(run, stop, None)
         keep = np.ones(stop - run.start, dtype=bool)
-        for column in tested:
-            keep &= _wanted(self._arrays[column][run.start : stop], wanted[column], few[column])
+        for column, few in tested.items():
+            keep &= _wanted(self._arrays[column][run.start : stop], wanted[column], few)
         for column, bound in bounds.items():
             if bound is not None:
                 keep &= self._arrays[column][run.start : stop] >= bound

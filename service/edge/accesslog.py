@@ -173,18 +173,15 @@ class AccessLog:
         # Only a short path's (`remembered.PATH_CHARS`): a template holds its path twice, and
         # 4,096 of 8 KB paths (a caller needs no key to send them) would have held 70 MB.
         if len(raw_path) <= remembered.PATH_CHARS:
-            if len(self._templates) >= REMEMBERED:
-                self._templates.clear()
-            self._templates[method, route, raw_path, status, key] = template
+            shape = (method, route, raw_path, status, key)
+            remembered.keep(self._templates, shape, template, REMEMBERED)
         return template
 
     def _duration(self, microseconds: int) -> tuple[bytes, bytes]:
         """A duration as the message writes it (two places) and as the field does (`repr`)."""
         milliseconds = microseconds / 1000
         duration = (b"%.2f" % milliseconds, repr(milliseconds).encode())
-        if len(self._durations) >= REMEMBERED:
-            self._durations.clear()
-        self._durations[microseconds] = duration
+        remembered.keep(self._durations, microseconds, duration, REMEMBERED)
         return duration
 
     def _write(self, lines: list[bytes]) -> None:

@@ -96,9 +96,7 @@ class PathTable:
         route = _walk(self._root, path.split("/"), 1, path_params) if path[:1] == "/" else None
         resolved = None if route is None else (route, path_params)
         if len(path) <= remembered.PATH_CHARS:
-            if len(self._recent) >= RECENT_PATHS:
-                self._recent.clear()
-            self._recent[path] = resolved
+            remembered.keep(self._recent, path, resolved, RECENT_PATHS)
         return resolved
 
 

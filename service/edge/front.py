@@ -31,6 +31,7 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Match, Mount, Route
 from starlette.types import Message, Receive, Scope, Send
 
+from service import remembered
 from service.accounts import Account, Keystore
 from service.dataset.version import Dataset
 from service.dataset.watcher import DatasetHolder
@@ -349,9 +350,7 @@ class FrontDoor:
                 return
             known = (generation, account, cache_key(account, scope, headers))
             if _short(raw):
-                if len(self._recent) >= RECENT_REQUESTS:
-                    self._recent.clear()
-                self._recent[raw] = known
+                remembered.keep(self._recent, raw, known, RECENT_REQUESTS)
         _, call.caller, call.key = known
 
     def _cached(self, scope: Scope, call: Call) -> Stored | None:
