@@ -345,10 +345,15 @@ def _wanted(values: Array, table: Array, few: list[int] | None) -> Array:
     """Whether each of a run's `values` (codes, or positions) is wanted: compared with each of
     the `few` wanted codes when there are few (as Python ints, so the comparison keeps the
     codes' own type), else looked up in the column's `table`."""
-    if few is None:
-        return np.take(table, values)
-    hit: Array = values == few[0]
-    for code in few[1:]:
+    return np.take(table, values) if few is None else one_of(values, few)
+
+
+def one_of(values: Array, codes: list[int]) -> Array:
+    """Whether each of `values` is one of `codes` (at least one), found by comparing with each:
+    for a few codes far quicker than a look-up or `np.isin`, which convert every value to a
+    64-bit index first (`np.isin`: 9.1 ms against 0.07 for 941,588 one-byte codes)."""
+    hit: Array = values == codes[0]
+    for code in codes[1:]:
         hit |= values == code
     return hit
 

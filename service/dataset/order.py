@@ -12,7 +12,7 @@ from typing import Final
 import numpy as np
 
 from ingest.layout import NULL_RANK
-from service.dataset.index import Array, Match, ResultsIndex, sorted_groups
+from service.dataset.index import FEW_CODES, Array, Match, ResultsIndex, one_of, sorted_groups
 from service.dataset.queries import ORDER_COLUMNS
 
 # The sort keys' arrays: the allow-listed column's own codes, except for amount (its rank) and
@@ -39,6 +39,9 @@ class ResultsOrder:
         self._streamed = streamed
         # The last window ranked (a download keeps it): its first place, and its positions.
         self._ranked_window: tuple[int, Array] = (0, np.empty(0, np.int64))
+        # A page's sort values per match, gathered once for counting and again read for ranking
+        # (a download keeps none: they would be the size of the selection).
+        self._gathered: dict[int, Array] = {}
         self.total = sum(match.count for match in matches)
 
     def places(self, first: int, last: int) -> Array:
@@ -59,7 +62,7 @@ class ResultsOrder:
     def _sort_values(self) -> tuple[Array, Array]:
         """The sort values held by the matches, in the answer's order (nulls last in both
         directions), and the running count of records up to and including each."""
-        histograms = [self._histogram(match) for match in self._matches]
+        histograms = [self._histogram(number) for number in range(len(self._matches))]
         values, inverse = np.unique(np.concatenate([v for v, _ in histograms]), return_inverse=True)
         counts = np.bincount(inverse, weights=np.concatenate([c for _, c in histograms]))
         order = np.arange(len(values))
@@ -74,18 +77,22 @@ class ResultsOrder:
         order), ordered by value and then record id; only the first `wanted` when given."""
         by_value = np.argsort(chosen)
         ascending = chosen[by_value]
-        positions = np.concatenate([self._holding(match, ascending) for match in self._matches])
-        place = by_value[np.searchsorted(ascending, self._index.column(self._column)[positions])]
-        ranks = self._index.column("record_rank")[positions].astype(np.uint64)
-        keys = (place.astype(np.uint64) << np.uint64(32)) | ranks
+        held = [self._holding(number, ascending) for number in range(len(self._matches))]
+        positions = np.concatenate([positions for positions, _ in held])
+        keys = self._index.column("record_rank")[positions]
+        if len(chosen) > 1:  # the value's place in the answer, then the rank
+            values = np.concatenate([values for _, values in held])
+            place = by_value[np.searchsorted(ascending, values)].astype(np.uint64)
+            keys = (place << np.uint64(32)) | keys.astype(np.uint64)
         if wanted is not None and wanted < len(keys):  # only the first `wanted` need sorting
             picked = np.argpartition(keys, wanted - 1)[:wanted]
             positions, keys = positions[picked], keys[picked]
         return positions[np.argsort(keys)]  # keys are unique (they hold the record's rank)
 
-    def _histogram(self, match: Match) -> tuple[Array, Array]:
-        """The sort values of a run's matches and how many matches hold each."""
-        run, column = match.run, self._column
+    def _histogram(self, number: int) -> tuple[Array, Array]:
+        """The sort values of match `number`'s records and how many records hold each."""
+        match, column = self._matches[number], self._column
+        run = match.run
         if column in ("exchange", "fee_type"):  # one value per run
             return np.array([getattr(run, column)]), np.array([match.count])
         if column == "effective_start" and match.positions is None:
@@ -93,33 +100,53 @@ class ResultsOrder:
             ends = np.clip(np.append(bounds[1:], run.stop), run.start, match.stop)
             begins = np.clip(bounds, run.start, match.stop)
             return days, ends - begins
-        run_values = self._values(match)
+        run_values = self._values(number)
         if column == "effective_start":  # sorted within a run: no need to sort again
             days, bounds = sorted_groups(run_values, 0)
             return days, np.diff(np.append(bounds, len(run_values)))
+        if run_values.dtype.itemsize <= 2:  # a narrow code: counted per code, not sorted
+            per_code = np.bincount(run_values)
+            values = np.flatnonzero(per_code)
+            return values, per_code[values]
         values, counts = np.unique(run_values, return_counts=True)
         return values, counts
 
-    def _holding(self, match: Match, chosen: Array) -> Array:
-        """The positions of a run's matches whose sort value is one of `chosen` (sorted)."""
-        run, column = match.run, self._column
-        if column in ("exchange", "fee_type"):
-            if getattr(run, column) not in chosen:
-                return np.empty(0, dtype=np.int64)
-            return match.all_positions()
-        if column == "effective_start" and match.positions is None:
-            starts = self._index.column("effective_start")[run.start : match.stop]
-            low = int(np.searchsorted(starts, chosen[0], side="left"))
-            high = int(np.searchsorted(starts, chosen[-1], side="right"))
-            return np.arange(run.start + low, run.start + high, dtype=np.int64)
-        positions = match.all_positions()
-        return positions[np.isin(self._index.column(column)[positions], chosen)]
-
-    def _values(self, match: Match) -> Array:
-        array = self._index.column(self._column)
+    def _holding(self, number: int, chosen: Array) -> tuple[Array, Array]:
+        """The positions of match `number`'s records whose sort value is one of `chosen`
+        (sorted, and consecutive among the values the matches hold), and their values."""
+        match, column = self._matches[number], self._column
+        run = match.run
+        if column in ("exchange", "fee_type"):  # one value per run
+            value = getattr(run, column)
+            positions = match.all_positions() if value in chosen else np.empty(0, np.int64)
+            return positions, np.full(len(positions), value)
+        values = self._values(number)
+        if column == "effective_start":  # sorted within a run: its holders are one stretch
+            low = int(np.searchsorted(values, chosen[0], side="left"))
+            high = int(np.searchsorted(values, chosen[-1], side="right"))
+            if match.positions is None:
+                positions = np.arange(run.start + low, run.start + high, dtype=np.int64)
+            else:
+                positions = match.positions[low:high]
+            return positions, values[low:high]
+        few = len(chosen) <= FEW_CODES
+        held = one_of(values, chosen.tolist()) if few else np.isin(values, chosen)
         if match.positions is None:
-            return np.asarray(array[match.run.start : match.stop])
-        return np.asarray(array[match.positions])
+            return np.flatnonzero(held) + run.start, values[held]
+        return match.positions[held], values[held]
+
+    def _values(self, number: int) -> Array:
+        """The sort values of match `number`'s records, in position order."""
+        if number in self._gathered:
+            return self._gathered[number]
+        match, array = self._matches[number], self._index.column(self._column)
+        if match.positions is None:
+            values = np.asarray(array[match.run.start : match.stop])
+        else:
+            values = np.asarray(array[match.positions])
+        if not self._streamed:
+            self._gathered[number] = values
+        return values
 
 
 def _null_of(column: str) -> int:
