@@ -15,12 +15,14 @@ from pathlib import Path
 
 import duckdb
 import httpx
+import numpy as np
 import pytest
 
 from ingest.layout import LAYOUT_VERSION
 from ingest.pipeline import IngestResult, run_ingest
 from ingest.publish import publish
 from ingest.schema import SCHEMA_VERSION
+from service.dataset import queries
 from service.dataset.engine import QueryTimeout
 from service.dataset.version import Dataset
 from service.settings import Settings
@@ -220,20 +222,19 @@ def test_a_query_past_the_time_limit_is_interrupted(version: IngestResult) -> No
     assert dataset.db.query("SELECT count(*) FROM serving.rows") == [(version.records,)]
 
 
-def test_a_streamed_query_past_the_time_limit_is_interrupted(version: IngestResult) -> None:
+def test_a_downloads_query_past_the_time_limit_is_interrupted(version: IngestResult) -> None:
     dataset = Dataset(version.version_dir, Settings(query_timeout_seconds=0.2))
-    # `Engine.stream` is the one place streamed results cross the DuckDB boundary (downloads).
+    # `Engine.table` is how a download reads each chunk of its rows (`Dataset.batches_at`).
     slow = "SELECT x, x * 2 AS y FROM range(300000000) AS t(x) ORDER BY x DESC"
-    batches = dataset.db.stream([(slow, {}, None)], 1000)
     with pytest.raises(QueryTimeout):
-        for _ in batches:
-            pass
+        dataset.db.table(slow, {}, {})
 
 
-def test_a_slow_reader_of_a_stream_is_not_the_querys_time(version: IngestResult) -> None:
+def test_a_slow_reader_of_a_download_is_not_the_querys_time(version: IngestResult) -> None:
     dataset = Dataset(version.version_dir, Settings(query_timeout_seconds=0.2))
+    every = iter([np.arange(version.records)])  # one chunk, read a row at a time
     read = 0
-    for batch in dataset.db.stream([("SELECT * FROM serving.rows", {}, None)], 1):
+    for batch in dataset.batches_at(every, shape="csv", included=queries.Included(), size=1):
         time.sleep(0.05)  # the client reads slowly: 13 batches take 0.65 s, past the limit
         read += batch.num_rows
     assert read == version.records

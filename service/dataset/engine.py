@@ -7,7 +7,7 @@ A query that runs past `Settings.query_timeout_seconds` is interrupted and answe
 """
 
 import logging
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -100,47 +100,12 @@ class Engine:
         finally:
             cursor.close()
 
-    def stream(
-        self, steps: Iterable[tuple[str, dict[str, Any], pa.Table | None]], size: int
-    ) -> Iterator[pa.RecordBatch]:
-        """The rows of each query in turn (its `wanted` table registered first, if any)."""
-        cursor = self.con.cursor()
-        try:
-            empty = True
-            for sql, parameters, wanted in steps:
-                if wanted is not None:
-                    cursor.register("wanted", wanted)
-                # The relational API streams; an execute() result would be copied whole.
-                with self._guarded(cursor, parameters):
-                    reader = cursor.sql(sql, params=parameters).to_arrow_reader(size)
-                # Watched per batch: the time the client takes to read one is not the query's.
-                while (batch := self._next_batch(cursor, reader, parameters)) is not None:
-                    empty = False
-                    yield batch
-            if empty:  # still one (empty) batch, so a download always carries its columns
-                yield pa.RecordBatch.from_pylist([], schema=reader.schema)
-        finally:
-            cursor.close()
-
-    def _next_batch(
-        self,
-        cursor: duckdb.DuckDBPyConnection,
-        reader: pa.RecordBatchReader,
-        parameters: dict[str, Any],
-    ) -> pa.RecordBatch | None:
-        with self._guarded(cursor, parameters):
-            try:
-                return reader.read_next_batch()
-            except StopIteration:
-                return None
-
     @contextmanager
     def _guarded(
         self, cursor: duckdb.DuckDBPyConnection, parameters: dict[str, Any] | None
     ) -> Iterator[None]:
         """The one place DuckDB's errors become the service's: a query past its time is
-        interrupted (`QueryTimeout`), a file that cannot be read is a `DataFault`. A streamed
-        result reports both as Arrow's OSError, with DuckDB's text."""
+        interrupted (`QueryTimeout`), a file that cannot be read is a `DataFault`."""
         try:
             with WATCHDOG.watch(cursor, self._timeout):
                 yield
@@ -149,10 +114,6 @@ class Engine:
         except duckdb.Error as error:
             if not is_file_fault(error):
                 raise
-            raise self._fault(str(error), parameters) from None
-        except OSError as error:  # from a streamed result (`stream`)
-            if str(error).startswith("INTERRUPT"):
-                raise QueryTimeout(self._timeout) from None
             raise self._fault(str(error), parameters) from None
 
     def _fault(self, message: str, parameters: dict[str, Any] | None) -> DataFault:
