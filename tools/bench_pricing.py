@@ -139,12 +139,13 @@ def command_run(source: Path, out: Path, data: Path) -> Run:
 
 
 def _status(pid: int) -> dict[str, int]:
-    """The process's current `RssAnon` and `RssFile` (kB); none once it has ended."""
+    """The process's current `RssAnon` and `RssFile` (kB); none once it has ended (an exited
+    process not yet waited for still has a status, without them)."""
     try:
         memory = memory_kb(pid)
     except (FileNotFoundError, ProcessLookupError):
         return {}
-    return {name: memory[name] for name in ("RssAnon", "RssFile")}
+    return {name: memory[name] for name in ("RssAnon", "RssFile") if name in memory}
 
 
 def main(argv: list[str] | None = None) -> int:
