@@ -248,10 +248,11 @@ SUPPLIER_FIELDS: Final = (
 )
 
 
-# Records at a chunk of positions (the registered table `wanted`), in the chunk's order: an
-# export found by the index. The range lets the scan skip the row groups outside the chunk.
-# The rows at a chunk of positions, each with its place in the chunk (`ORDINAL`), in DuckDB's
-# own order: ordering them in SQL sorted every field with them, twice the time of reading them.
+# Records at a chunk of positions (the registered table `wanted`): an export found by the
+# index. The range lets the scan skip the row groups outside the chunk. Each row comes with its
+# place in the chunk (`ORDINAL`) and in DuckDB's own order, to be put in order by Arrow
+# (`Dataset.batches_at`): ordering them here sorted every field with them, which took longer
+# than reading them.
 ORDINAL: Final = "ordinal"
 ROWS_IN_ORDER: Final = f"""
 SELECT wanted.ordinal AS {ORDINAL}, {{projection}}
