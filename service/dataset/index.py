@@ -106,6 +106,13 @@ class ResultsIndex:
         self._values_of = {
             column: pa.array([None, *values], pa.string()) for column, values in names.items()
         }
+        # The same, every column's after the one before (`decoded` takes them all in one go):
+        # where each column's begin, and all of them.
+        self._first_of = dict(
+            zip(names, itertools.accumulate((len(values) + 1 for values in names.values()),
+                                            initial=0), strict=False)
+        )  # fmt: skip
+        self._every_value = pa.concat_arrays(list(self._values_of.values()))
         self.runs = self._find_runs()
         # Each run's distinct effective starts and where each begins, so requests only read them.
         starts = self._arrays["effective_start"]
@@ -190,10 +197,19 @@ class ResultsIndex:
         (the flags as booleans), the dates as dates (`effective_end` null while open)."""
         missing = positions == NO_RECORD
         at = np.where(missing, 0, positions)
-        return {
-            column: self.decode(column, np.asarray(self._arrays[column][at]), missing)
-            for column in (*coded, *DAYS)
-        }
+        # One take for every coded column: a take per column cost 35 µs however few the rows,
+        # 0.7 ms of a fee line's three records.
+        codes = np.concatenate(
+            [self._arrays[column][at] + np.int64(self._first_of[column]) for column in coded]
+        )
+        every = self._every_value.take(pa.array(codes, mask=np.tile(missing, len(coded))))
+        columns: dict[str, pa.Array] = {}
+        for number, column in enumerate(coded):
+            values = every.slice(number * len(positions), len(positions))
+            columns[column] = pc.equal(values, "true") if column in FLAGS else values
+        for column in DAYS:
+            columns[column] = self.decode(column, np.asarray(self._arrays[column][at]), missing)
+        return columns
 
     def _present(self, column: str, seen: Array) -> list[str]:
         """The values of a coded column with any record (no value, code 0, left out)."""
