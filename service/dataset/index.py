@@ -106,13 +106,11 @@ class ResultsIndex:
         self._values_of = {
             column: pa.array([None, *values], pa.string()) for column, values in names.items()
         }
-        # The same, every column's after the one before (`decoded` takes them all in one go):
-        # where each column's begin, and all of them.
-        self._first_of = dict(
-            zip(names, itertools.accumulate((len(values) + 1 for values in names.values()),
-                                            initial=0), strict=False)
-        )  # fmt: skip
+        # Every column's values in one array (`decoded` takes from all of them in one go), and
+        # where each column's begin in it.
         self._every_value = pa.concat_arrays(list(self._values_of.values()))
+        sizes = [len(values) for values in self._values_of.values()]
+        self._first_of = dict(zip(names, np.cumsum([0, *sizes[:-1]]).tolist(), strict=True))
         self.runs = self._find_runs()
         # Each run's distinct effective starts and where each begins, so requests only read them.
         starts = self._arrays["effective_start"]
@@ -181,8 +179,7 @@ class ResultsIndex:
             open_end = codes == NO_END
             mask = open_end if missing is None else missing | open_end
             return pa.array(codes, pa.int32(), mask=mask).cast(pa.date32())
-        values = self._values_of[column].take(pa.array(codes, mask=missing))
-        return pc.equal(values, "true") if column in FLAGS else values
+        return _as_stored(column, self._values_of[column].take(pa.array(codes, mask=missing)))
 
     def value(self, column: str, code: int) -> str:
         """The value a coded column's code stands for."""
@@ -204,9 +201,9 @@ class ResultsIndex:
         )
         every = self._every_value.take(pa.array(codes, mask=np.tile(missing, len(coded))))
         columns: dict[str, pa.Array] = {}
+        size = len(positions)
         for number, column in enumerate(coded):
-            values = every.slice(number * len(positions), len(positions))
-            columns[column] = pc.equal(values, "true") if column in FLAGS else values
+            columns[column] = _as_stored(column, every.slice(number * size, size))
         for column in DAYS:
             columns[column] = self.decode(column, np.asarray(self._arrays[column][at]), missing)
         return columns
@@ -362,6 +359,11 @@ def _wanted(values: Array, table: Array, few: list[int] | None) -> Array:
     the `few` wanted codes when there are few (as Python ints, so the comparison keeps the
     codes' own type), else looked up in the column's `table`."""
     return np.take(table, values) if few is None else one_of(values, few)
+
+
+def _as_stored(column: str, values: pa.Array) -> pa.Array:
+    """A coded column's values as the dataset holds them: the flags as booleans."""
+    return pc.equal(values, "true") if column in FLAGS else values
 
 
 def one_of(values: Array, codes: list[int]) -> Array:
