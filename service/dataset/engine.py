@@ -56,6 +56,12 @@ def connect(settings: Settings) -> duckdb.DuckDBPyConnection:
     return con
 
 
+def batches_of(table: pa.Table, size: int | None = None) -> list[pa.RecordBatch]:
+    """A table's record batches of up to `size` rows, at least one: a table of no rows gives
+    one empty batch, so a download made of it still carries its columns."""
+    return table.to_batches(size) or [pa.RecordBatch.from_pylist([], schema=table.schema)]
+
+
 class Engine:
     """Queries over one version's files; safe to share between threads (a cursor per query).
     `shown_from` is the version's directory: fault reports name files inside it."""

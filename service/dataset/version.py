@@ -34,7 +34,7 @@ from service.accounts import Account
 from service.dataset import pager, pricing, queries
 from service.dataset.changes import ChangeFilter, ChangeList
 from service.dataset.classes import ClassIndex, Spread
-from service.dataset.engine import Engine
+from service.dataset.engine import Engine, batches_of
 from service.dataset.index import EPOCH, Array, Holding, ResultsIndex
 from service.dataset.lines import LineIndex
 from service.dataset.order import ResultsOrder
@@ -344,5 +344,4 @@ def _in_order(rows: pa.Table, size: int) -> list[pa.RecordBatch]:
     ordinals = rows.column(queries.ORDINAL).to_numpy()
     order = np.empty(len(ordinals), dtype=np.int64)
     order[ordinals] = np.arange(len(ordinals))  # the ordinals are a permutation of the chunk
-    rows = rows.drop_columns([queries.ORDINAL]).take(order)
-    return rows.to_batches(size) or [pa.RecordBatch.from_pylist([], schema=rows.schema)]
+    return batches_of(rows.drop_columns([queries.ORDINAL]).take(order), size)

@@ -16,6 +16,7 @@ from starlette.responses import StreamingResponse
 from starlette.types import Send
 
 from service import memory
+from service.dataset.engine import batches_of
 
 BATCH_ROWS = 65_536
 WHOLE_BYTES = 1 << 20  # a download up to this size is sent in one piece, with its length
@@ -97,8 +98,7 @@ def download(batches: Iterator[pa.RecordBatch], kind: str, name: str) -> Downloa
 
 def download_table(table: pa.Table, kind: str, name: str) -> Download:
     """A table made whole before it is sent; one of no rows still carries its columns."""
-    batches = table.to_batches() or [pa.RecordBatch.from_pylist([], schema=table.schema)]
-    return download(iter(batches), kind, name)
+    return download(iter(batches_of(table)), kind, name)
 
 
 def _released(body: Iterator[bytes]) -> Iterator[bytes]:
