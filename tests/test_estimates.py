@@ -4,6 +4,7 @@ body, and the endpoint answering every fill as `fees price` does."""
 
 import csv
 import io
+import json
 import socket
 import subprocess
 import sys
@@ -13,9 +14,12 @@ from typing import Any
 
 import httpx
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from ingest.pipeline import IngestResult, run_ingest
 from service.endpoints import estimates, fills
+from service.errors import ValidationError
 from service.settings import Settings
 from tests.conftest import (
     KEYS,
@@ -152,6 +156,54 @@ def test_a_body_that_cannot_be_read_as_fills_is_a_422_naming_its_problems(
     assert answer.status_code == 422
     details = answer.json()["error"]["details"]
     assert [(item["field"], item["message"]) for item in details] == problems
+
+
+# JSON values a fill's field may hold, readable or not: strings (spaces and empty ones among
+# them), whole and fractional numbers, null, and the booleans, lists and objects refused.
+VALUES = st.one_of(
+    st.sampled_from(["", " nyse ", "take", "2024-03-01", "1.50"]), st.none(),
+    st.integers(-(2**63), 2**64 - 1), st.floats(allow_nan=False, allow_infinity=False),
+    st.booleans(), st.lists(st.integers(), max_size=1), st.just({"a": 1}),
+)  # fmt: skip
+FILLS = st.lists(
+    st.one_of(
+        st.dictionaries(st.sampled_from([*fills.FIELDS, "exchange"]), VALUES, max_size=5),
+        st.integers(), st.none(),
+    ),
+    max_size=5,
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(FILLS)
+def test_a_body_of_plain_fills_is_read_whole_as_each_fill_read_on_its_own(
+    given_fills: list[Any],
+) -> None:
+    """Read whole by Arrow (`fills.from_objects`) or checked and read a fill at a time, a body
+    gives the same fills' text, or the same 422."""
+    body = json.dumps({"fills": given_fills}).encode()  # orjson writes no unsigned 64 bits
+    plain = all(
+        isinstance(fill, dict) and fill.keys() <= set(fills.FIELDS)
+        and all(value is None or type(value) in (str, int, float) for value in fill.values())
+        for fill in given_fills
+    )  # fmt: skip
+    try:
+        text, _ = estimates._fills("application/json", body)
+    except ValidationError as refused:
+        assert not plain, refused.details
+        return
+    assert plain
+    assert text.equals(fills.from_mappings(given_fills))
+
+
+def test_plain_fills_are_read_whole() -> None:
+    """Strings, numbers of either kind and nulls are read by Arrow, not a fill at a time (a
+    field of strings in one fill and numbers in another is read a fill at a time)."""
+    given_fills = [{"exchange_name": " nyse ", "quantity": 100, "price": 25.1},
+                   {"quantity": 5, "price": 3, "tier": None}]  # fmt: skip
+    text = fills.from_objects(given_fills)
+    assert text is not None and text.equals(fills.from_mappings(given_fills))
+    assert text["price"].to_pylist() == ["25.1", "3"]
 
 
 def test_not_json_an_unknown_column_and_another_media_type(client: httpx.Client) -> None:
