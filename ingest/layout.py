@@ -46,8 +46,9 @@ from ingest.schema import CLOSED_VALUES, SCHEMA_VERSION, UNITS
 # and `tapes` codes (and a `priceable` table in the serving copy); 7: the price keys in its place;
 # 8: the price lines and answers beside the keys; 9: the printed records and the record order
 # (a results page, a supplier page, a record by id, read without the serving copy); 10:
-# discovery's counts as a search (`DISCOVERY_ARRAYS`), so opening a version sorts nothing.
-LAYOUT_VERSION: Final = 10
+# discovery's counts as a search (`DISCOVERY_ARRAYS`), so opening a version sorts nothing; 11:
+# each price key once, with where its rows begin (`PRICE_KEY_STARTS_FILE`).
+LAYOUT_VERSION: Final = 11
 
 # Where versions are published when neither `--data` nor FEES_DATA_DIR says.
 DEFAULT_DATA_DIR: Final = Path("data/warehouse")
@@ -107,12 +108,14 @@ CODE_TYPES: Final[dict[str, type[np.integer[Any]]]] = {
     "version_id": np.uint16,
 }
 # The price keys (`ingest.price_keys`, read by `service.dataset.pricing`): the keys a fill looks
-# its candidate lines up by, sorted, as UTF-8 bytes, and the row of the price lines each names.
-# A key is its kind, venue, fee type and value joined by `PRICE_KEY_SEPARATOR`: `C` and a fee
-# code the record carries (every record with codes), `A` and the action of a standard or tier
-# record, `T` and a tier record's tier (only the records a fill may pay: fees and rebates with
-# an amount in `PRICED_UNITS`).
+# its candidate lines up by, each once, sorted, as UTF-8 bytes; where each key's run of rows
+# begins among the rows (and last, how many rows there are); and the rows: for each key in
+# turn, the rows of the price lines it names. A key is its kind, venue, fee type and value
+# joined by `PRICE_KEY_SEPARATOR`: `C` and a fee code the record carries (every record with
+# codes), `A` and the action of a standard or tier record, `T` and a tier record's tier (only
+# the records a fill may pay: fees and rebates with an amount in `PRICED_UNITS`).
 PRICE_KEYS_FILE: Final = "price_keys.npy"
+PRICE_KEY_STARTS_FILE: Final = "price_key_starts.npy"
 PRICE_ROWS_FILE: Final = "price_rows.npy"
 PRICE_KEY_SEPARATOR: Final = "\x1f"
 # The price lines: one row per record a key names, in position order, with what the pricing
