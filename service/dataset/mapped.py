@@ -47,8 +47,11 @@ class MappedTable:
         """The rows at `positions`, in their order (a row of nulls for `NO_RECORD`), of
         `columns` (default: every one; fewer columns, fewer copies)."""
         present = positions != NO_RECORD
-        wanted = np.unique(positions[present])
-        # Where each batch's positions begin among the wanted (sorted): one slice per batch.
+        # The present positions in order (sorted, not made unique: 400,000 positions, 269 ms
+        # against 528 with `np.unique` and a search to place them); one slice per batch.
+        order = np.argsort(positions)
+        order = order[present[order]]
+        wanted = positions[order]
         cuts = np.searchsorted(wanted, self._starts).tolist()
         taken: list[pa.RecordBatch] = []
         names = self.columns if columns is None else list(columns)
@@ -64,5 +67,6 @@ class MappedTable:
             else:  # a take costs 90 µs a batch; a one-row slice, 1 µs
                 taken.extend(batch.slice(at - start, 1) for at in wanted[begin:end].tolist())
         wanted_rows = pa.Table.from_batches(taken, schema=schema).combine_chunks()
-        place = pa.array(np.searchsorted(wanted, positions), mask=~present)
-        return wanted_rows.take(place)
+        place = np.zeros(len(positions), np.int64)  # each position's row among `wanted_rows`
+        place[order] = np.arange(len(order))
+        return wanted_rows.take(pa.array(place, mask=~present))
