@@ -46,9 +46,10 @@ class PriceKeys:
         # keys' own type (a longer type would not compare with them).
         known = np.char.str_len(sought) <= self._keys.itemsize
         wanted = np.where(known, sought, b"").astype(self._keys.dtype)
-        # Searched in key order: each search starts near the last (100,000 fills' keys among
-        # 555,000: 126 ms with the sort, 245 ms without).
-        order = np.argsort(wanted)
+        # Searched in the order of the keys' first bytes, so each search starts near the last
+        # one of its venue: sorted whole, 400,000 keys took 322 ms to sort, and unsorted, the
+        # searches took 816 ms against 353 ms so (random keys among 555,000).
+        order = np.argsort(_heads(wanted))
         place = np.empty(len(wanted), np.int64)
         place[order] = np.searchsorted(self._keys, wanted[order])
         place = np.minimum(place, len(self._keys) - 1)  # past the last key: none is its own
@@ -75,6 +76,14 @@ class PriceKeys:
         _, rows = self.find(pa.array(keys, pa.string()))
         # The lines are in position order, so their rows sorted give the positions sorted.
         return self.lines["position"][np.unique(rows)].astype(np.int64)
+
+
+def _heads(keys: npt.NDArray[np.bytes_]) -> npt.NDArray[np.uint64]:
+    """Each key's first 8 bytes as a number that sorts as they do (big-endian, NUL-padded)."""
+    width = min(keys.itemsize, 8)
+    heads = np.zeros((len(keys), 8), np.uint8)
+    heads[:, :width] = keys.view(np.uint8).reshape(len(keys), keys.itemsize)[:, :width]
+    return heads.view(">u8").ravel().astype(np.uint64)
 
 
 def key(fills: pa.Table, kind: str | pa.Array, value: pa.Array) -> pa.Array:
