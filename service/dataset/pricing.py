@@ -89,9 +89,10 @@ NOT_HELD, UNSAID = -2, -1
 
 @dataclass(frozen=True)
 class Candidates:
-    """The price lines some fills' keys find: for each, the fill (its row in the batch) and the
-    line's row; the rule reads both as the results index's codes, never as text (a block of
-    400,000 fills has some 1.8 million candidates)."""
+    """The price lines some fills' keys find in force on the fills' trade dates: for each, the
+    fill (its row in the batch) and the line's row; the rule reads both as the results index's
+    codes, never as text (a block of 400,000 fills has some 1.9 million keyed lines, 400,000
+    of them in force)."""
 
     index: ResultsIndex
     fills: pa.Table
@@ -123,11 +124,6 @@ class Candidates:
         priceable: npt.NDArray[np.bool_] = self.lines["priceable"] == 1
         return priceable
 
-    def in_force(self) -> npt.NDArray[np.bool_]:
-        """Whether each candidate is in force on its fill's trade date."""
-        day = np.asarray(self.fills["trade_date"].cast(pa.int32()))[self.owner]
-        return (self.line("effective_start") <= day) & (self.line("effective_end") >= day)
-
 
 class Pricing:
     """The engine over one version: its price keys and lines, and the results index's codes."""
@@ -148,7 +144,7 @@ class Pricing:
         found = self._candidates(fills, key(fills, kind, value))
         tiered = self._candidates(fills, key(fills, "T", fills["tier"]))
         tier_known = _true(pc.is_null(fills["tier"]))
-        tier_known[tiered.owner[tiered.in_force()]] = True
+        tier_known[tiered.owner] = True
         kinds = _kinds(found)
         fit = _fits(found) & (kinds >= 0)
         best = np.full(count, -1)
@@ -169,9 +165,14 @@ class Pricing:
         )
 
     def _candidates(self, fills: pa.Table, keys: pa.Array) -> Candidates:
-        """Each record keyed by a fill's key (a null key, a fill with no tier, finds none)."""
+        """Each record keyed by a fill's key and in force on its trade date (a null key, a fill
+        with no tier, finds none): the rule reads only those (a fifth of the keyed lines at 10M
+        synthetic records)."""
         owner, rows = self._keys.find(keys)
-        return Candidates(self._index, fills, owner, rows, self._keys.lines.take(rows))
+        lines = self._keys.lines.take(rows)
+        day = np.asarray(fills["trade_date"].cast(pa.int32()))[owner]
+        in_force = (lines["effective_start"] <= day) & (lines["effective_end"] >= day)
+        return Candidates(self._index, fills, owner[in_force], rows[in_force], lines[in_force])
 
     def _answered(
         self, fills: pa.Table, found: Candidates, single: npt.NDArray[np.int64]
@@ -244,9 +245,9 @@ def _kinds(found: Candidates) -> npt.NDArray[np.int64]:
 
 
 def _fits(found: Candidates) -> npt.NDArray[np.bool_]:
-    """Whether each candidate fits its fill by the rule (`docs/pricing.md`), its kind aside:
-    action, participant, penny class, display, tape, price band, in force that day, and a line
-    a fill may pay."""
+    """Whether each candidate (in force that day) fits its fill by the rule (`docs/pricing.md`),
+    its kind aside: action, participant, penny class, display, tape, price band, and a line a
+    fill may pay."""
     fills = found.fills
 
     def either(column: str, field: str, *also: str) -> npt.NDArray[np.bool_]:
@@ -279,7 +280,6 @@ def _fits(found: Candidates) -> npt.NDArray[np.bool_]:
         & (either("display", "display", "any") | (found.line("display") == 0))
         & (found.per_fill(pc.is_null(fills["tape"])) | on_tape)
         & (~equity | banded)
-        & found.in_force()
         & found.priceable()
     )  # fmt: skip
     return fits
