@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from typing import Any, Final
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -199,7 +200,7 @@ AS_GIVEN: Final = {
 def _engine_rows(text: pa.Table, read: dict[str, pa.Array]) -> pa.Table:
     """Every fill as the engine takes it (`FILLS_SCHEMA`): `fill` its place, the values
     `read` from its text, the rest as given."""
-    columns = {"fill": pa.array(range(text.num_rows), pa.int64()), **read}
+    columns = {"fill": pa.array(np.arange(text.num_rows, dtype=np.int64)), **read}
     columns |= {name: text[field] for name, field in AS_GIVEN.items()}
     return pa.table({field.name: columns[field.name] for field in FILLS_SCHEMA}).cast(FILLS_SCHEMA)
 
@@ -310,7 +311,7 @@ def priced(fills: Fills, dataset: Dataset) -> pa.Table:
     place = (
         None
         if engine.num_rows == fills.count
-        else pc.index_in(pa.array(range(fills.count), pa.int64()), value_set=engine["fill"])
+        else pc.index_in(pa.array(np.arange(fills.count, dtype=np.int64)), value_set=engine["fill"])
     )
 
     def column(name: str, kind: pa.DataType) -> pa.Array:
