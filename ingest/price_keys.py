@@ -3,10 +3,11 @@ what the engine reads of them, without reading the others.
 
 Pricing a batch of fills is a join of the fills with the records in force on their days. At
 10M synthetic records about two million of them carry a fee code, and a join that scans them
-took 98 ms for 1,000 fills. So the ingest writes a sorted key per priceable record and fee code
-(and per standard or tier record and action, and per tier record and tier), each with the row
-of the record among the price lines (`ingest.layout.PRICE_KEYS_FILE`); the service looks a
-batch's keys up with a binary search in the memory-mapped array of distinct keys.
+took 98 ms for 1,000 fills. So the ingest writes a key per priceable record and fee code (and
+per standard or tier record and action, and per tier record and tier): the distinct keys
+sorted, where each one's records begin, and the records' rows among the price lines
+(`ingest.layout.PRICE_KEYS_FILE`, `PRICE_KEY_STARTS_FILE`, `PRICE_ROWS_FILE`); the service
+looks a batch's keys up with a binary search in the memory-mapped distinct keys.
 
 The price lines hold, for each record a key names, what the rule tests and an answer prints
 (`PRICE_LINES_FILE`, `PRICE_ANSWERS_FILE`). Read from the results index and the record summary
