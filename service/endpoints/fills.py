@@ -4,10 +4,9 @@ and every fill answered in its place. `fees price` and the fee-estimates endpoin
 answer fills through this one module, so they agree on every fill.
 
 Fills are columns, not rows: a batch is a table of its fields' text (`text_of`, `from_objects`,
-`from_mappings`),
-each check is a column operation, and what needs Python (a venue's name, a date, a number) runs
-once per distinct value, not once per fill (1M fills: 6.3 s of `fees price`'s 13.9 s went to a
-check per fill).
+`from_mappings`), each check is a column operation, and what needs Python (a venue's name, a
+date, a number) runs once per distinct value, not once per fill (1M fills: 6.3 s of `fees
+price`'s 13.9 s went to a check per fill).
 """
 
 from collections.abc import Callable, Mapping, Sequence
