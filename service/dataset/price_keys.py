@@ -37,10 +37,10 @@ class PriceKeys:
     def find(self, keys: pa.Array) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
         """The price lines each key names: for each, the key's place in `keys` and the line's
         row, in the keys' order (a null key names none)."""
-        # Only the keys given are encoded and searched (most fills name no tier).
-        given = np.flatnonzero(np.asarray(pc.is_valid(keys).to_numpy(zero_copy_only=False)))
         if not len(self._keys):  # a version no record of which a key names
             return np.zeros(0, np.int64), np.zeros(0, np.int64)
+        # Only the keys given are encoded and searched (most fills name no tier).
+        given = np.flatnonzero(np.asarray(pc.is_valid(keys).to_numpy(zero_copy_only=False)))
         sought = key_bytes(keys.take(pa.array(given)))
         # A key longer than every key written names no record; the rest are looked up as the
         # keys' own type (a longer type would not compare with them).
