@@ -13,6 +13,7 @@ from ingest.build import describe_reject
 from ingest.errors import IngestError
 from ingest.pipeline import IngestResult, run_ingest
 from ingest.registry import InvalidRegistry
+from ingest.serving import INDEX_MEMORY_LIMIT
 from ingest.storage import location
 
 # `fees ingest`: its line in `fees --help` (`ingest.cli`); its `--data`
@@ -36,7 +37,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="publish only if no version is current, or the current one is of another schema",
     )
     parser.add_argument("--keep", type=at_least_one, default=3, help="versions to keep (>= 1)")
-    parser.add_argument("--memory-limit", type=memory_limit, default="1GB", help="DuckDB's")
+    parser.add_argument(
+        "--memory-limit",
+        type=memory_limit,
+        default="1GB",
+        help=f"DuckDB's (at most {INDEX_MEMORY_LIMIT} while the results index is written)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:

@@ -27,6 +27,7 @@ import duckdb
 import numpy as np
 import numpy.typing as npt
 
+from ingest.arrays import query_arrays
 from ingest.layout import CHANGE_TYPES, CLASSES, NO_END, NO_RECORD
 
 Array = npt.NDArray[Any]
@@ -65,7 +66,8 @@ def write_changes(
     the results index's arrays (`coded`: periods and venue codes by position), the records'
     classes and the line index (`line_order`, `line_bounds`). Each array is let go once saved
     (at 10M records the lists are 200 MB): the steps hand them on in dicts they empty."""
-    seen = con.execute(SEEN.format(records=records)).fetchnumpy()["seen"]
+    rows = len(coded["exchange"])
+    seen = query_arrays(con, SEEN.format(records=records), rows, {"seen": np.uint64})["seen"]
     periods = coded["effective_start"], coded["effective_end"]
     day, kind, before, after, line = _changes(*lines, *periods, seen)
     del seen
