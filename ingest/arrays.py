@@ -18,15 +18,9 @@ from ingest.layout import MAPPED_BATCH, sql_string
 
 Array = npt.NDArray[Any]
 
-COUNT: Final = "SELECT count(*) FROM {records}"
 MEMORY_LIMIT: Final = "SELECT current_setting('memory_limit')"
 # How DuckDB prints a memory limit: a number, then one of these units.
 LIMIT_UNITS: Final = ("bytes", "KiB", "MiB", "GiB", "TiB", "PiB")
-
-
-def record_count(con: duckdb.DuckDBPyConnection, records: str) -> int:
-    [(count,)] = con.execute(COUNT.format(records=records)).fetchall()
-    return int(count)
 
 
 def query_arrays(

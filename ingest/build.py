@@ -215,7 +215,7 @@ def _write_records(build: _Build) -> dict[str, int]:
         build.con, build.version, version_id=build.version_id, as_of=build.created.date()
     )
     _phase("writing the results index")
-    serving.write_index(build.con, build.version)
+    serving.write_index(build.con, build.version, sum(venue_counts.values()))
     return venue_counts
 
 

@@ -31,7 +31,7 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
-from ingest.arrays import lower_memory, query_arrays, record_count
+from ingest.arrays import lower_memory, query_arrays
 from ingest.changes import CHANGES_READ, write_changes
 from ingest.classes import CLASSES_READ, write_classes
 from ingest.layout import (
@@ -175,17 +175,17 @@ def attach(con: duckdb.DuckDBPyConnection, version: Path) -> None:
     con.execute(ATTACH.format(path=sql_string(str(version / SERVING_FILE))))
 
 
-def write_index(con: duckdb.DuckDBPyConnection, version: Path) -> None:
-    """Write `index/` for the records in `RECORDS`, then close the serving file. The last work
-    on `con` (`ingest.build` closes it next), so its memory limit stays lowered."""
+def write_index(con: duckdb.DuckDBPyConnection, version: Path, records: int) -> None:
+    """Write `index/` for the `records` records in `RECORDS`, then close the serving file. The
+    last work on `con` (`ingest.build` closes it next), so its memory limit stays lowered."""
     lower_memory(con, INDEX_MEMORY_LIMIT)
     try:
-        _write_index(con, version / INDEX_DIR)
+        _write_index(con, version / INDEX_DIR, records)
     finally:
         con.execute(DETACH)
 
 
-def _write_index(con: duckdb.DuckDBPyConnection, index: Path) -> None:
+def _write_index(con: duckdb.DuckDBPyConnection, index: Path, rows: int) -> None:
     names = {
         "exchange": _distinct(con, "exchange"),
         "version_id": _distinct(con, "version_id"),
@@ -196,7 +196,6 @@ def _write_index(con: duckdb.DuckDBPyConnection, index: Path) -> None:
         if len(names[name]) > np.iinfo(CODE_TYPES[name]).max:
             raise ValueError(f"more values of {name} than the index's code of it holds")
     index.mkdir()
-    rows = record_count(con, RECORDS)
     columns = query_arrays(
         con,
         SELECT_CODES,

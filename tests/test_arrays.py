@@ -43,10 +43,6 @@ def test_parameters_are_bound(con: duckdb.DuckDBPyConnection) -> None:
     assert fetched["code"].tolist() == [2, 1]
 
 
-def test_the_record_count(con: duckdb.DuckDBPyConnection) -> None:
-    assert arrays.record_count(con, f"range({ROWS})") == ROWS
-
-
 @pytest.mark.parametrize(
     ("rows", "types", "error", "message"),
     [
@@ -92,7 +88,9 @@ def test_the_index_is_written_within_its_memory_limit(
 ) -> None:
     con = duckdb.connect(config={"memory_limit": "1GB"})
     seen: list[str] = []
-    monkeypatch.setattr(serving, "_write_index", lambda con, index: seen.append(limit(con)))
+    monkeypatch.setattr(
+        serving, "_write_index", lambda con, index, rows: seen.append(limit(con))
+    )
     con.execute(f"ATTACH '{tmp_path / 'serving.duckdb'}' AS serving")
-    serving.write_index(con, tmp_path)
+    serving.write_index(con, tmp_path, 0)
     assert seen == ["244.1 MiB"]  # serving.INDEX_MEMORY_LIMIT

@@ -92,14 +92,6 @@ def test_the_next_batch_is_read_while_a_part_is_sent(
     assert source.contexts == ["request 1"] * len(BATCHES)
 
 
-def test_a_download_within_whole_bytes_is_the_same_bytes_with_its_length() -> None:
-    source, sent = Source(), []
-    delivered(source, sent)
-    assert [message["type"] for message in sent] == ["http.response.start", "http.response.body"]
-    assert (b"content-length", str(len(body(sent))).encode()) in sent[0]["headers"]
-    assert body(sent) == as_csv(BATCHES)
-
-
 def test_a_batch_that_fails_fails_the_download_with_its_own_error(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
