@@ -4,10 +4,13 @@ the engine checked against a plain per-fill lookup over the Parquet, and the com
 as the engine does."""
 
 import csv
+import io
 import json
 import random
 import subprocess
 import sys
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from datetime import date, timedelta
 from decimal import ROUND_HALF_UP, Decimal
 from pathlib import Path
@@ -17,11 +20,13 @@ from urllib.parse import urlsplit
 import duckdb
 import numpy as np
 import pyarrow as pa
+import pyarrow.csv as pacsv
 import pytest
 
 from ingest import price_keys
 from ingest.layout import current_version_dir
 from ingest.pipeline import IngestResult, run_ingest
+from service import price
 from service.dataset.mapped import MappedTable
 from service.dataset.version import Dataset
 from service.endpoints import fills
@@ -488,6 +493,52 @@ def test_the_command_prices_fills_in_the_tiers_it_is_given(
     assert refused.returncode == 2
     assert "--tiers names unknown venues: nowhere" in refused.stderr
     assert price("memx").returncode == 2  # not VENUE=TIER
+
+
+def test_the_command_writes_the_same_bytes_whatever_its_blocks(
+    dataset: Dataset, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Blocks priced at once (`price.PRICERS`) are written in the file's order: a file read in
+    blocks of a few fills each is written as when it is read whole."""
+    given = [case[1] for case in WORKED] + [case[1] for case in REFUSED]
+    source = tmp_path / "fills.csv"
+    with source.open("w", newline="", encoding="utf-8") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(fills.FIELDS), restval="")
+        writer.writeheader()
+        writer.writerows(given * 20)
+
+    def written(block_bytes: int) -> bytes:
+        monkeypatch.setattr(price, "BLOCK_BYTES", block_bytes)
+        out = io.BytesIO()
+        price._price_file(source, out, dataset, {}, show=False)
+        return out.getvalue()
+
+    whole = written(2**20)
+    assert whole.count(b"\n") == 1 + 20 * len(given)
+    blocks = pacsv.open_csv(source, read_options=pacsv.ReadOptions(block_size=1_024))
+    assert sum(1 for _ in blocks) > 2 * price.PRICERS
+    assert written(1_024) == whole
+
+
+def test_blocks_are_worked_at_once_and_given_back_in_order() -> None:
+    """`price._in_order`: the second block's work starts before the first's ends (the first
+    waits for it), results come in the blocks' order, and a failure at its turn."""
+    second_started = threading.Event()
+
+    def work(block: int) -> int:
+        if block == 0:
+            assert second_started.wait(timeout=10), "the blocks were worked one at a time"
+        if block == 1:
+            second_started.set()
+        if block == 3:
+            raise ValueError("block 3")
+        return block * 10
+
+    with ThreadPoolExecutor(2) as pool:
+        results = price._in_order(pool, work, range(5), 2)
+        assert [next(results) for _ in range(3)] == [0, 10, 20]
+        with pytest.raises(ValueError, match="block 3"):
+            next(results)
 
 
 def test_the_command_refuses_a_directory_with_no_version(tmp_path: Path) -> None:
