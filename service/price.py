@@ -32,7 +32,7 @@ HELP = "price a CSV of fills on the local dataset (docs/pricing.md)"
 READS_DATA_DIR = True  # `--data` defaults to FEES_DATA_DIR (`ingest.cli.with_data_dir`)
 # The CSV is read a block at a time (about 200,000 fills of 40 bytes), and `PRICERS` blocks are
 # checked and priced at once, a thread each: the engine's NumPy and Arrow work releases the GIL,
-# so the second core, idle before, does half of it. A block's fills and answers are what the
+# so a second core, idle before, works beside the first. A block's fills and answers are what the
 # command holds in memory, so two blocks of 8 MiB hold what one of 16 MiB did. (1M fills at 10M
 # synthetic records, 5 alternating runs, medians: 9.58 s one 16 MiB block at a time, 6.64 s two
 # of 8 MiB at once; peak RSS 1,111 and 1,115 MiB; the same bytes out.)

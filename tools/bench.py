@@ -11,8 +11,8 @@ For each dataset size the synthetic records are made once (`make synth`, cached 
   request repeated, so its response cache answers all but the first), in rounds that
   alternate with rounds of the ceiling (both servers up, one loaded at a time); then what the
   access lines cost (the same server with `FEES_LOG_LEVEL=warning`, in `ACCESS_ROUNDS` rounds,
-  each server first in half of them), and
-  the discovery endpoints cold with the cache on (every request a new one, as shipped);
+  each server first in half of them), and the discovery endpoints cold with the cache on
+  (every request a new one, as shipped);
 - the results pages, a fee line's history and a CSV export, on a second start of the service
   with the cache off.
 
@@ -457,8 +457,8 @@ def paired(
     loads = []
     for number, asked in enumerate(rounds_of(case, rounds) if case.more else [case] * rounds):
         if alternate and number % 2:
-            loaded = wrk(port, asked, each, connections)
-            loads.append((loaded, wrk(against_port, against, each, connections)))
+            measured = wrk(port, asked, each, connections)
+            loads.append((measured, wrk(against_port, against, each, connections)))
         else:
             reference = wrk(against_port, against, each, connections)
             loads.append((wrk(port, asked, each, connections), reference))
