@@ -27,7 +27,7 @@ from ingest import price_keys
 from ingest.layout import current_version_dir
 from ingest.pipeline import IngestResult, run_ingest
 from service import price
-from service.dataset.mapped import MappedTable
+from service.dataset.mapped import MappedTable, mapped_file
 from service.dataset.version import Dataset
 from service.endpoints import fills
 from service.settings import Settings
@@ -625,6 +625,22 @@ def test_the_price_answers_are_written_in_whole_batches_in_order() -> None:
     joined = list(price_keys._rebatched(reader, 4))
     assert [batch.num_rows for batch in joined] == [4, 4, 4, 3]
     assert pa.Table.from_batches(joined)["n"].to_pylist() == list(range(15))
+
+
+def test_a_mapped_file_is_read_in_place_not_copied(tmp_path: Path) -> None:
+    """Opening a mapped table takes its batches from the file's mapping, not from a copy: a
+    value changed in the file after it is opened is the value the table gives."""
+    table = pa.table({"text": [f"{n:08d}" * 100 for n in range(10_000)]})
+    path = tmp_path / "rows.arrow"
+    with pa.ipc.new_file(path, table.schema) as writer:
+        writer.write_table(table, max_chunksize=1_000)
+    assert bytes(mapped_file(path)) == path.read_bytes()
+    mapped = MappedTable(path)
+    assert (mapped.size, mapped.value("text", 9_999)) == (10_000, "00009999" * 100)
+    with path.open("r+b") as file:
+        file.seek(path.read_bytes().index(b"00009999" * 100))
+        file.write(b"changed!" * 100)
+    assert mapped.value("text", 9_999) == "changed!" * 100
 
 
 def test_a_mapped_file_gives_rows_in_the_order_asked_across_its_batches(tmp_path: Path) -> None:
