@@ -2,6 +2,7 @@
 `tests/test_pricing.py`, in JSON and CSV, the batch's totals, the key's scope, the bounds on the
 body, and the endpoint answering every fill as `fees price` does."""
 
+import asyncio
 import csv
 import io
 import json
@@ -18,7 +19,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ingest.pipeline import IngestResult, run_ingest
-from service.endpoints import estimates, fills
+from service.endpoints import envelope, estimates, fills
 from service.errors import ValidationError
 from service.settings import Settings
 from tests.conftest import (
@@ -108,6 +109,28 @@ def test_a_batchs_tiers_price_its_fills_and_an_unknown_venue_among_them_is_a_422
             for problem in refused.json()["error"]["details"]] == [
         ("tiers.nowhere", "unknown exchange")
     ]  # fmt: skip
+
+
+def test_the_json_answer_is_made_off_the_event_loop(
+    client: httpx.Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A large batch's answer takes a while to make (1.1 million values for 100,000 fills):
+    it is made in the pricing's worker thread, where the event loop goes on serving."""
+    loops: list[asyncio.AbstractEventLoop | None] = []
+
+    def answered(*args: Any) -> Any:
+        loops.append(asyncio._get_running_loop())
+        return envelope.answer(*args)
+
+    monkeypatch.setattr(estimates, "answer", answered)
+    given = [case[1] for case in WORKED] + [REFUSED[0][1]]
+    one = post(client, given).json()["data"]
+    # Made a batch of answers at a time: more than two batches, each fill in its place.
+    times = 2 * estimates.ANSWERS_AT_ONCE // len(given) + 1
+    many = post(client, given * times)
+    assert many.status_code == 200
+    assert many.json()["data"] == one * times
+    assert loops == [None, None]  # no event loop runs in the thread that made them
 
 
 def test_a_csv_body_and_a_csv_answer(client: httpx.Client) -> None:
