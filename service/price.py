@@ -12,11 +12,8 @@ import argparse
 import contextlib
 import csv
 import sys
-from collections import deque
-from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
-from typing import TYPE_CHECKING, BinaryIO, TypeVar
+from typing import TYPE_CHECKING, BinaryIO
 
 import pyarrow as pa
 import pyarrow.csv as pacsv
@@ -30,17 +27,12 @@ if TYPE_CHECKING:
 
 HELP = "price a CSV of fills on the local dataset (docs/pricing.md)"
 READS_DATA_DIR = True  # `--data` defaults to FEES_DATA_DIR (`ingest.cli.with_data_dir`)
-# The CSV is read a block at a time (about 200,000 fills of 40 bytes), and `PRICERS` blocks are
-# checked and priced at once, a thread each: the engine's NumPy and Arrow work releases the GIL,
-# so a second core, idle before, works beside the first. A block's fills and answers are what the
-# command holds in memory, so two blocks of 8 MiB hold what one of 16 MiB did. (1M fills at 10M
-# synthetic records, 5 alternating runs, medians: 9.58 s one 16 MiB block at a time, 6.64 s two
-# of 8 MiB at once; peak RSS 1,111 and 1,115 MiB; the same bytes out.)
+# The CSV is read a block at a time (about 200,000 fills of 40 bytes), and `fills.PRICERS`
+# blocks are checked and priced at once, a thread each (`fills.in_order`). A block's fills and
+# answers are what the command holds in memory, so two blocks of 8 MiB hold what one of 16 MiB
+# did. (1M fills at 10M synthetic records, 5 alternating runs, medians: 9.58 s one 16 MiB block
+# at a time, 6.64 s two of 8 MiB at once; peak RSS 1,111 and 1,115 MiB; the same bytes out.)
 BLOCK_BYTES = 8 * 2**20
-PRICERS = 2
-
-Block = TypeVar("Block")
-Priced = TypeVar("Priced")
 
 
 def add_arguments(command: argparse.ArgumentParser) -> None:
@@ -109,25 +101,8 @@ def _price_file(
         return pa.Table.from_arrays([*given.columns, *answers.columns], schema=written)
 
     progress = tqdm(unit=" fills", disable=not show)
-    with (
-        pacsv.CSVWriter(out, written) as writer,  # the header even for a file of no fills
-        ThreadPoolExecutor(PRICERS, thread_name_prefix="pricer") as pricers,
-    ):
-        for table in _in_order(pricers, priced, reader, PRICERS):
+    with pacsv.CSVWriter(out, written) as writer:  # the header even for a file of no fills
+        for table in fills.in_order(priced, reader):
             writer.write_table(table)
             progress.update(table.num_rows)
     progress.close()
-
-
-def _in_order(
-    pool: ThreadPoolExecutor, work: Callable[[Block], Priced], blocks: Iterable[Block], at_once: int
-) -> Iterator[Priced]:
-    """`work` of each block, in the blocks' order, `at_once` of them running in `pool` while
-    the first is waited for; a block's failure is raised when its turn comes."""
-    running: deque[Future[Priced]] = deque()
-    for block in blocks:
-        running.append(pool.submit(work, block))
-        if len(running) == at_once:
-            yield running.popleft().result()
-    while running:
-        yield running.popleft().result()

@@ -133,6 +133,32 @@ def test_the_json_answer_is_made_off_the_event_loop(
     assert loops == [None, None]  # no event loop runs in the thread that made them
 
 
+def test_a_batch_priced_in_blocks_is_answered_as_one_priced_whole(
+    client: httpx.Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Blocks of a batch, priced two at once (`estimates.BLOCK_FILLS`), answer every fill in
+    its place, and the meta totals every block's: the JSON and the CSV are the bytes the batch
+    priced as one block gives. A batch of no fills is one block of none."""
+    given = [case[1] for case in WORKED] + [case[1] for case in REFUSED]
+
+    def answered() -> tuple[Any, bytes]:
+        json_answer = post(client, given * 3)
+        csv_answer = post(client, given * 3, params={"format": "csv"})
+        assert json_answer.status_code == csv_answer.status_code == 200
+        whole = json_answer.json()
+        whole["meta"].pop("query_time_ms")
+        return whole, csv_answer.content
+
+    whole = answered()
+    assert whole[0]["meta"]["priced"] and whole[0]["meta"]["refused"]
+    monkeypatch.setattr(estimates, "BLOCK_FILLS", 4)
+    assert 3 * len(given) > 4 * estimates.BLOCK_FILLS  # more blocks than are priced at once
+    assert answered() == whole
+    empty = post(client, [])
+    assert (empty.status_code, empty.json()["data"]) == (200, [])
+    assert (empty.json()["meta"]["fills"], empty.json()["meta"]["total_fee"]) == (0, 0)
+
+
 def test_a_csv_body_and_a_csv_answer(client: httpx.Client) -> None:
     body = "exchange_name,trade_date,quantity,price,fee_action\nnyse,2023-06-01,500,25,take\n"
     answer = client.post(

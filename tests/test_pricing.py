@@ -10,7 +10,6 @@ import random
 import subprocess
 import sys
 import threading
-from concurrent.futures import ThreadPoolExecutor
 from datetime import date, timedelta
 from decimal import ROUND_HALF_UP, Decimal
 from pathlib import Path
@@ -498,7 +497,7 @@ def test_the_command_prices_fills_in_the_tiers_it_is_given(
 def test_the_command_writes_the_same_bytes_whatever_its_blocks(
     dataset: Dataset, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Blocks priced at once (`price.PRICERS`) are written in the file's order: a file read in
+    """Blocks priced at once (`fills.PRICERS`) are written in the file's order: a file read in
     blocks of a few fills each is written as when it is read whole."""
     given = [case[1] for case in WORKED] + [case[1] for case in REFUSED]
     source = tmp_path / "fills.csv"
@@ -516,12 +515,12 @@ def test_the_command_writes_the_same_bytes_whatever_its_blocks(
     whole = written(2**20)
     assert whole.count(b"\n") == 1 + 20 * len(given)
     blocks = pacsv.open_csv(source, read_options=pacsv.ReadOptions(block_size=1_024))
-    assert sum(1 for _ in blocks) > 2 * price.PRICERS
+    assert sum(1 for _ in blocks) > 2 * fills.PRICERS
     assert written(1_024) == whole
 
 
 def test_blocks_are_worked_at_once_and_given_back_in_order() -> None:
-    """`price._in_order`: the second block's work starts before the first's ends (the first
+    """`fills.in_order`: the second block's work starts before the first's ends (the first
     waits for it), results come in the blocks' order, and a failure at its turn."""
     second_started = threading.Event()
 
@@ -534,11 +533,10 @@ def test_blocks_are_worked_at_once_and_given_back_in_order() -> None:
             raise ValueError("block 3")
         return block * 10
 
-    with ThreadPoolExecutor(2) as pool:
-        results = price._in_order(pool, work, range(5), 2)
-        assert [next(results) for _ in range(3)] == [0, 10, 20]
-        with pytest.raises(ValueError, match="block 3"):
-            next(results)
+    results = fills.in_order(work, range(5))
+    assert [next(results) for _ in range(3)] == [0, 10, 20]
+    with pytest.raises(ValueError, match="block 3"):
+        next(results)
 
 
 def test_the_command_refuses_a_directory_with_no_version(tmp_path: Path) -> None:

@@ -11,7 +11,7 @@ priced (an unknown venue, a bad number, no line in force) is that fill's `error`
 
 import csv
 import io
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from decimal import Decimal
 from itertools import chain
 from typing import Any, Final
@@ -48,6 +48,9 @@ SCALARS: Final = frozenset({str, int, float, type(None)})
 MAX_PROBLEMS: Final = 10
 # The answers made Python objects at once (`_answered`): about 15 ms of holding the GIL.
 ANSWERS_AT_ONCE: Final = 4_096
+# A batch's fills checked and priced at a time (`_priced`): the next block is priced while
+# this one's answers are made.
+BLOCK_FILLS: Final = 25_000
 
 
 async def fee_estimates(request: Request) -> Response:
@@ -58,12 +61,11 @@ async def fee_estimates(request: Request) -> Response:
     content_type = request.headers.get("content-type")
     # Reading, checking and pricing a batch is work of up to a second: off the event loop.
     if kind == "csv":
-        checked, answers = await run_in_threadpool(
-            _priced, content_type, body, call.dataset, account.may_see
+        text, answers = await run_in_threadpool(
+            _priced_whole, content_type, body, call.dataset, account.may_see
         )
         table = pa.Table.from_arrays(
-            [*checked.text.columns, *answers.columns],
-            names=[*checked.text.column_names, *answers.column_names],
+            [*text.columns, *answers.columns], names=[*text.column_names, *answers.column_names]
         )
         return export.download_table(table, "csv", "fee-estimates")
     return await run_in_threadpool(_answered, call, content_type, body, account.may_see)
@@ -75,24 +77,47 @@ def _answered(
     """The JSON answer, made in the same thread as the pricing: 100,000 fills' answers are 1.1
     million values made Python objects, then 27 MB of JSON (0.3-0.45 s at 10M synthetic
     records), which held the event loop, and every other request, while they were made. Made a
-    batch at a time, since Arrow's `to_pylist` holds the GIL, and so the loop, until it ends."""
-    checked, answers = _priced(content_type, body, call.dataset, may_see)
-    batches = answers.to_batches(ANSWERS_AT_ONCE)
-    rows = list(chain.from_iterable(batch.to_pylist() for batch in batches))
-    return answer(call, rows, _meta(checked, answers, call.dataset))
+    batch at a time, since Arrow's `to_pylist` holds the GIL, and so the loop, until it ends;
+    and a block at a time, as the next block is priced."""
+    rows: list[dict[str, Any]] = []
+    fees: list[pa.Table] = []
+    count = 0
+    for checked, answers in _priced(content_type, body, call.dataset, may_see):
+        batches = answers.to_batches(ANSWERS_AT_ONCE)
+        rows += chain.from_iterable(batch.to_pylist() for batch in batches)
+        fees.append(_fees(checked, answers))
+        count += checked.count
+    return answer(call, rows, _meta(count, pa.concat_tables(fees), call.dataset))
+
+
+def _priced_whole(
+    content_type: str | None, body: bytes, dataset: Dataset, may_see: Callable[[str], bool]
+) -> tuple[pa.Table, pa.Table]:
+    """The body's fills as their fields' text, and their answers, whole."""
+    blocks = list(_priced(content_type, body, dataset, may_see))
+    text = pa.concat_tables(checked.text for checked, _ in blocks)
+    return text, pa.concat_tables(answers for _, answers in blocks)
 
 
 def _priced(
     content_type: str | None, body: bytes, dataset: Dataset, may_see: Callable[[str], bool]
-) -> tuple[fills.Fills, pa.Table]:
-    """The body's fills checked, and their answers."""
+) -> Iterator[tuple[fills.Fills, pa.Table]]:
+    """The body's fills checked, and their answers, `BLOCK_FILLS` at a time in order, two
+    blocks priced at once (`fills.in_order`); a body that cannot be read is refused before
+    any is priced."""
     text, named_tiers = _fills(content_type, body)
     tiers, unknown = fills.tiers_of(named_tiers, dataset, may_see)
     if unknown:
         problems = [_problem(f"tiers.{name}", "unknown exchange") for name in unknown]
         raise ValidationError("The body's tiers cannot be read.", problems[:MAX_PROBLEMS])
-    checked = fills.checked(text, dataset, may_see, tiers)
-    return checked, fills.priced(checked, dataset)
+
+    def priced(block: pa.Table) -> tuple[fills.Fills, pa.Table]:
+        checked = fills.checked(block, dataset, may_see, tiers)
+        return checked, fills.priced(checked, dataset)
+
+    # A batch of no fills is one block of none, answered as any other.
+    starts = range(0, max(text.num_rows, 1), BLOCK_FILLS)
+    return fills.in_order(priced, (text.slice(start, BLOCK_FILLS) for start in starts))
 
 
 async def _body(request: Request) -> bytes:
@@ -219,13 +244,12 @@ def _csv_fills(body: bytes, problems: list[dict[str, Any]]) -> list[dict[str, An
     return [] if problems else rows
 
 
-def _meta(checked: fills.Fills, answers: pa.Table, dataset: Dataset) -> dict[str, Any]:
-    """How many fills were priced and refused, and the fees per venue and per trade date
-    (summed as decimals: each fee has at most 8 places, and a double's decimal of 8 places is
-    that fee)."""
+def _fees(checked: fills.Fills, answers: pa.Table) -> pa.Table:
+    """Each priced fill's venue, trade date and fee (as a decimal: each fee has at most 8
+    places, and a double's decimal of 8 places is that fee)."""
     engine = checked.engine
     fees = answers["fee"].take(engine["fill"])
-    priced = pa.table(
+    return pa.table(
         {
             "exchange_name": engine["exchange"],
             # YYYY-MM-DD by a cast (strftime took 137 ms of 100,000 fills)
@@ -233,15 +257,20 @@ def _meta(checked: fills.Fills, answers: pa.Table, dataset: Dataset) -> dict[str
             "fee": fees.cast(EXACT),
         }
     ).filter(pc.is_valid(fees))
+
+
+def _meta(count: int, priced: pa.Table, dataset: Dataset) -> dict[str, Any]:
+    """How many of the `count` fills were priced and refused, and the fees of those `priced`
+    (`_fees`) per venue and per trade date, summed as decimals."""
     return {
-        "fills": checked.count,
+        "fills": count,
         "priced": priced.num_rows,
-        "refused": checked.count - priced.num_rows,
+        "refused": count - priced.num_rows,
         "total_fee": _float(pc.sum(priced["fee"]).as_py()),
         "by_exchange": _totals(priced, "exchange_name"),
         "by_trade_date": _totals(priced, "trade_date"),
         "version_id": dataset.version_id,
-        "record_count": checked.count,
+        "record_count": count,
     }
 
 
