@@ -12,6 +12,7 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import httpx
 import pytest
@@ -228,8 +229,8 @@ FILLS = st.lists(
 def test_a_body_of_plain_fills_is_read_whole_as_each_fill_read_on_its_own(
     given_fills: list[Any],
 ) -> None:
-    """Read whole by Arrow (`fills.from_objects`) or checked and read a fill at a time, a body
-    gives the same fills' text, or the same 422."""
+    """Read whole by Arrow (`fills.from_objects`, in parts of two fills or at once) or checked
+    and read a fill at a time, a body gives the same fills' text, or the same 422."""
     body = json.dumps({"fills": given_fills}).encode()  # orjson writes no unsigned 64 bits
     plain = all(
         isinstance(fill, dict) and fill.keys() <= set(fills.FIELDS)
@@ -243,6 +244,8 @@ def test_a_body_of_plain_fills_is_read_whole_as_each_fill_read_on_its_own(
         return
     assert plain
     assert text.equals(fills.from_mappings(given_fills))
+    with mock.patch.object(fills, "OBJECTS_AT_ONCE", 2):
+        assert estimates._fills("application/json", body)[0].equals(text)
 
 
 def test_plain_fills_are_read_whole() -> None:
