@@ -114,10 +114,11 @@ def create_app(
 
 
 # How long a thread holding the GIL may run while another waits for it (CPython's default is
-# 5 ms). A new version is opened by the watcher's thread while the event loop serves: each
-# time that thread needs the GIL back it waited up to 5 ms behind a loaded loop. Publish to
-# served at 10M records under wrk's load, 3 alternating rounds: 0.91 s against 1.17 s
-# (medians), with the loaded case's throughput unchanged (`docs/benchmarks.md`, issue 40).
+# 5 ms), set in each worker's interpreter as its app starts. A new version is opened by the
+# watcher's thread while the event loop serves: each time that thread comes back from C code
+# (DuckDB, Arrow, NumPy) it waited up to 5 ms behind a loaded loop. Publish to served at 10M
+# records under wrk's load, 3 alternating rounds: 0.91 s against 1.17 s (medians), with the
+# loaded case's throughput unchanged (`docs/benchmarks.md`, issue 40).
 SWITCH_INTERVAL_SECONDS = 0.0005
 
 
@@ -127,8 +128,8 @@ async def lifespan(
 ) -> AsyncIterator[None]:
     """Serve once the current version is open; stop watching, let Redis go and write the
     access lines held, at the end."""
-    await run_in_threadpool(watcher.load_now)
     sys.setswitchinterval(SWITCH_INTERVAL_SECONDS)
+    await run_in_threadpool(watcher.load_now)
     watcher.start()
     if access is not None:
         access.start()

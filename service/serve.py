@@ -6,7 +6,6 @@ are set (`service.memory`), which DuckDB reads once, as it loads.
 """
 
 import argparse
-import sys
 from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING
@@ -20,11 +19,6 @@ if TYPE_CHECKING:
 
 HELP = "serve the API (its other settings are FEES_* variables: README, Settings)"
 FLAGS = ("host", "port", "workers")
-# A new version opens in a background thread while the event loop answers. Each time that
-# thread comes back from C code (DuckDB, Arrow, numpy) it waits for the loop to let go of the
-# GIL, up to the switch interval (5 ms by default). Under load a 10M-record version took
-# 1.7-2.1 s from publish to served with 5 ms, 1.0-1.4 s with 0.5-1 ms (make bench's switch).
-SWITCH_INTERVAL_SECONDS = 0.0005
 
 
 def setting(field: str) -> Callable[[str], object]:
@@ -73,5 +67,4 @@ def worker_app(settings: Settings | None = None) -> "FrontDoor":
     """The app in a serving process (the factory uvicorn calls in each of `--workers`)."""
     from service.app import create_app
 
-    sys.setswitchinterval(SWITCH_INTERVAL_SECONDS)  # per interpreter: set in every worker
     return create_app(settings or Settings.from_environ())
