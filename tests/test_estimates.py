@@ -138,8 +138,9 @@ def test_a_batch_priced_in_blocks_is_answered_as_one_priced_whole(
     client: httpx.Client, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Blocks of a batch, priced two at once (`estimates.BLOCK_FILLS`), answer every fill in
-    its place, and the meta totals every block's: the JSON and the CSV are the bytes the batch
-    priced as one block gives. A batch of no fills is one block of none."""
+    its place, and the meta totals every block's: the JSON answer (its time aside) and the
+    CSV's bytes are what the batch priced as one block gives. A batch of no fills is one block
+    of none."""
     given = [case[1] for case in WORKED] + [case[1] for case in REFUSED]
 
     def answered() -> tuple[Any, bytes]:
