@@ -79,15 +79,13 @@ def _answered(
     records), which held the event loop, and every other request, while they were made. Made a
     batch at a time, since Arrow's `to_pylist` holds the GIL, and so the loop, until it ends;
     and a block at a time, as the next block is priced."""
-    rows: list[dict[str, Any]] = []
+    rows: list[dict[str, Any]] = []  # one a fill, in order
     fees: list[pa.Table] = []
-    count = 0
     for checked, answers in _priced(content_type, body, call.dataset, may_see):
         batches = answers.to_batches(ANSWERS_AT_ONCE)
         rows += chain.from_iterable(batch.to_pylist() for batch in batches)
         fees.append(_fees(checked, answers))
-        count += checked.count
-    return answer(call, rows, _meta(count, pa.concat_tables(fees), call.dataset))
+    return answer(call, rows, _meta(len(rows), pa.concat_tables(fees), call.dataset))
 
 
 def _priced_whole(
